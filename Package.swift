@@ -1,0 +1,93 @@
+// swift-tools-version: 6.0
+// Piconet: a Swift peer stack for Linux single-board computers.
+//
+// One target per layer of DESIGN.md; dependencies point down only:
+//
+//   executables:  piconet-hub   piconet-node   piconet (CLI)
+//   runtime:      PiconetRuntime (wiring, config, OS adapters chosen here)
+//   features:     PiconetHub  PiconetSensors            (pure logic)
+//   peer core:    PiconetDiscovery  PiconetSession      (pure state machines)
+//   base:         PiconetWire  PiconetLoop              (pure: bytes, time, loop API)
+//   OS edge:      PiconetPosix (epoll, sockets, syscalls)  PiconetLights (libgpiod)
+//                 CBlueZ  CGPIOD                        (C headers)
+import PackageDescription
+
+let swift6: [SwiftSetting] = [.swiftLanguageMode(.v6)]
+
+let package = Package(
+    name: "Piconet",
+    platforms: [.macOS(.v15)],
+    products: [
+        .library(name: "PiconetWire", targets: ["PiconetWire"]),
+        .library(name: "PiconetLoop", targets: ["PiconetLoop"]),
+        .library(name: "PiconetPosix", targets: ["PiconetPosix"]),
+        .library(name: "PiconetDiscovery", targets: ["PiconetDiscovery"]),
+        .library(name: "PiconetSession", targets: ["PiconetSession"]),
+        .library(name: "PiconetSensors", targets: ["PiconetSensors"]),
+        .library(name: "PiconetRuntime", targets: ["PiconetRuntime"]),
+        .executable(name: "piconet", targets: ["piconet"]),
+        .executable(name: "piconet-node", targets: ["piconet-node"]),
+        .executable(name: "piconet-hub", targets: ["piconet-hub"]),
+    ],
+    dependencies: [
+        .package(url: "https://github.com/apple/swift-crypto.git", from: "4.5.2"),
+        .package(url: "https://github.com/apple/swift-argument-parser.git", from: "1.8.2"),
+    ],
+    targets: [
+        // OS edge: C libraries.
+        .systemLibrary(name: "CBlueZ", path: "Sources/CBlueZ",
+                       providers: [.apt(["libbluetooth-dev"])]),
+        .systemLibrary(name: "CGPIOD", path: "Sources/CGPIOD",
+                       providers: [.apt(["libgpiod-dev"])]),
+
+        // Base (pure).
+        .target(name: "PiconetWire", swiftSettings: swift6),
+        .target(name: "PiconetLoop", swiftSettings: swift6),
+
+        // OS edge.
+        .target(name: "PiconetPosix", dependencies: ["PiconetLoop", "CBlueZ"], swiftSettings: swift6),
+        .target(name: "PiconetLights", dependencies: ["PiconetLoop", "CGPIOD"], swiftSettings: swift6),
+
+        // Peer core (pure).
+        .target(name: "PiconetDiscovery", dependencies: ["PiconetWire", "PiconetLoop"], swiftSettings: swift6),
+        .target(name: "PiconetSession",
+                dependencies: ["PiconetWire", "PiconetLoop", .product(name: "Crypto", package: "swift-crypto")],
+                swiftSettings: swift6),
+
+        // Features (pure).
+        .target(name: "PiconetSensors", dependencies: ["PiconetWire", "PiconetLoop"], swiftSettings: swift6),
+        .target(name: "PiconetHub", dependencies: ["PiconetSensors", "PiconetSession", "PiconetDiscovery"],
+                swiftSettings: swift6),
+
+        // Runtime: wiring and OS adapters.
+        .target(name: "PiconetRuntime",
+                dependencies: ["PiconetPosix", "PiconetLights", "PiconetDiscovery", "PiconetSession",
+                               "PiconetSensors", "PiconetHub"],
+                swiftSettings: swift6),
+
+        // Executables.
+        .executableTarget(name: "piconet",
+                          dependencies: ["PiconetRuntime",
+                                         .product(name: "ArgumentParser", package: "swift-argument-parser")],
+                          swiftSettings: swift6),
+        .executableTarget(name: "piconet-node",
+                          dependencies: ["PiconetRuntime",
+                                         .product(name: "ArgumentParser", package: "swift-argument-parser")],
+                          swiftSettings: swift6),
+        .executableTarget(name: "piconet-hub",
+                          dependencies: ["PiconetRuntime",
+                                         .product(name: "ArgumentParser", package: "swift-argument-parser")],
+                          swiftSettings: swift6),
+
+        // Test helpers shared by every test target (golden bytes, truncation, random bytes, drip-feed).
+        .target(name: "PiconetTestSupport", dependencies: ["PiconetWire", "PiconetLoop"], swiftSettings: swift6),
+
+        .testTarget(name: "PiconetWireTests", dependencies: ["PiconetWire", "PiconetTestSupport"], swiftSettings: swift6),
+        .testTarget(name: "PiconetLoopTests", dependencies: ["PiconetLoop", "PiconetTestSupport"], swiftSettings: swift6),
+        .testTarget(name: "PiconetPosixTests", dependencies: ["PiconetPosix", "PiconetTestSupport"], swiftSettings: swift6),
+        .testTarget(name: "PiconetDiscoveryTests", dependencies: ["PiconetDiscovery", "PiconetTestSupport"], swiftSettings: swift6),
+        .testTarget(name: "PiconetSessionTests", dependencies: ["PiconetSession", "PiconetTestSupport"], swiftSettings: swift6),
+        .testTarget(name: "PiconetSensorsTests", dependencies: ["PiconetSensors", "PiconetHub", "PiconetTestSupport"], swiftSettings: swift6),
+        .testTarget(name: "PiconetLightsTests", dependencies: ["PiconetLights", "PiconetTestSupport"], swiftSettings: swift6),
+    ]
+)

@@ -1,0 +1,2 @@
+// libgpiod (Debian 12: 1.6, libgpiod-dev). Only PiconetLights imports this.
+#include <gpiod.h>

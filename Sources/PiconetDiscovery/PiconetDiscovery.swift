@@ -1,0 +1,1 @@
+// PiconetDiscovery — see Package.swift for the layer picture.

@@ -1,0 +1,1 @@
+// PiconetHub — see Package.swift for the layer picture.

@@ -1,0 +1,1 @@
+// PiconetLights — see Package.swift for the layer picture.

@@ -1,0 +1,1 @@
+// PiconetPosix — see Package.swift for the layer picture.

@@ -1,0 +1,1 @@
+// PiconetRuntime — see Package.swift for the layer picture.

@@ -1,0 +1,1 @@
+// PiconetSensors — see Package.swift for the layer picture.

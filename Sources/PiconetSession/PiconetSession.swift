@@ -1,0 +1,1 @@
+// PiconetSession — see Package.swift for the layer picture.

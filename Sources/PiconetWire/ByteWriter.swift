@@ -1,0 +1,80 @@
+/// An append-only byte buffer. Little-endian unless the method name ends in `BE`.
+///
+/// Writing never fails: encoders compute `encodedLength` up front and
+/// reserve it, so a buffer of the announced length always suffices.
+public struct ByteWriter {
+    public private(set) var bytes: [UInt8]
+
+    public init(capacity: Int = 0) {
+        bytes = []
+        bytes.reserveCapacity(capacity)
+    }
+
+    public var count: Int { bytes.count }
+
+    public mutating func writeUInt8(_ v: UInt8) { bytes.append(v) }
+
+    public mutating func writeUInt16(_ v: UInt16) {
+        bytes.append(UInt8(truncatingIfNeeded: v))
+        bytes.append(UInt8(truncatingIfNeeded: v >> 8))
+    }
+
+    public mutating func writeUInt32(_ v: UInt32) {
+        for i in 0..<4 { bytes.append(UInt8(truncatingIfNeeded: v >> (8 * UInt32(i)))) }
+    }
+
+    public mutating func writeUInt64(_ v: UInt64) {
+        for i in 0..<8 { bytes.append(UInt8(truncatingIfNeeded: v >> (8 * UInt64(i)))) }
+    }
+
+    public mutating func writeInt16(_ v: Int16) { writeUInt16(UInt16(bitPattern: v)) }
+    public mutating func writeInt32(_ v: Int32) { writeUInt32(UInt32(bitPattern: v)) }
+    public mutating func writeInt64(_ v: Int64) { writeUInt64(UInt64(bitPattern: v)) }
+
+    public mutating func writeUInt16BE(_ v: UInt16) {
+        bytes.append(UInt8(truncatingIfNeeded: v >> 8))
+        bytes.append(UInt8(truncatingIfNeeded: v))
+    }
+
+    public mutating func writeUInt32BE(_ v: UInt32) {
+        for i in (0..<4).reversed() { bytes.append(UInt8(truncatingIfNeeded: v >> (8 * UInt32(i)))) }
+    }
+
+    public mutating func writeBytes<C: Collection>(_ b: C) where C.Element == UInt8 {
+        bytes.append(contentsOf: b)
+    }
+
+    /// Overwrites two bytes at `position` (little-endian), e.g. a length patched after the body.
+    public mutating func setUInt16(_ v: UInt16, at position: Int) {
+        bytes[position] = UInt8(truncatingIfNeeded: v)
+        bytes[position + 1] = UInt8(truncatingIfNeeded: v >> 8)
+    }
+
+    public mutating func setUInt16BE(_ v: UInt16, at position: Int) {
+        bytes[position] = UInt8(truncatingIfNeeded: v >> 8)
+        bytes[position + 1] = UInt8(truncatingIfNeeded: v)
+    }
+}
+
+/// A value with a checked parse / infallible encode pair. Every wire type conforms.
+public protocol WireCodable {
+    init(parsing reader: inout ByteReader) throws(WireError)
+    func encode(into writer: inout ByteWriter)
+    var encodedLength: Int { get }
+}
+
+extension WireCodable {
+    /// Encodes into a fresh array of exactly `encodedLength` bytes.
+    public func encoded() -> [UInt8] {
+        var w = ByteWriter(capacity: encodedLength)
+        encode(into: &w)
+        return w.bytes
+    }
+
+    /// Parses a whole buffer; trailing bytes are an error.
+    public init(decoding bytes: [UInt8]) throws(WireError) {
+        var r = ByteReader(bytes)
+        self = try Self(parsing: &r)
+        try r.expectEnd()
+    }
+}

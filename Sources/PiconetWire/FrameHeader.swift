@@ -1,0 +1,111 @@
+/// The header in front of every Piconet frame (session, hub, push, group...).
+///
+/// Layout (little-endian), 6 bytes:
+///
+///     0      1      2       3      4..5
+///     +------+------+-------+------+-----------+
+///     | ver  | type | flags | rsvd | length    |
+///     +------+------+-------+------+-----------+
+///
+/// `length` counts the payload after the header (at most 65535 bytes; larger
+/// messages are fragmented by the session layer). Unknown versions and types
+/// are typed errors so a newer peer cannot crash an older one.
+public struct FrameHeader: WireCodable, Equatable, Sendable {
+    public static let currentVersion: UInt8 = 1
+    public static let length = 6
+
+    public var version: UInt8
+    public var type: FrameType
+    public var flags: UInt8
+    public var payloadLength: UInt16
+
+    public init(type: FrameType, flags: UInt8 = 0, payloadLength: UInt16, version: UInt8 = FrameHeader.currentVersion) {
+        self.version = version
+        self.type = type
+        self.flags = flags
+        self.payloadLength = payloadLength
+    }
+
+    public init(parsing r: inout ByteReader) throws(WireError) {
+        try r.require(FrameHeader.length)
+        let v = try r.readUInt8()
+        guard v == FrameHeader.currentVersion else { throw .unsupportedVersion(v) }
+        let t = try r.readUInt8()
+        guard let type = FrameType(rawValue: t) else { throw .unknownType(t) }
+        version = v
+        self.type = type
+        flags = try r.readUInt8()
+        let reserved = try r.readUInt8()
+        guard reserved == 0 else { throw .invalidValue(field: "reserved", reason: "must be 0, got \(reserved)") }
+        payloadLength = try r.readUInt16()
+    }
+
+    public func encode(into w: inout ByteWriter) {
+        w.writeUInt8(version)
+        w.writeUInt8(type.rawValue)
+        w.writeUInt8(flags)
+        w.writeUInt8(0)
+        w.writeUInt16(payloadLength)
+    }
+
+    public var encodedLength: Int { FrameHeader.length }
+}
+
+/// Every frame type Piconet speaks. Ranges are reserved per layer so layers
+/// can add types without colliding.
+public struct FrameType: RawRepresentable, Hashable, Sendable, CustomStringConvertible {
+    public let rawValue: UInt8
+    public init?(rawValue: UInt8) {
+        guard FrameType.known.contains(rawValue) else { return nil }
+        self.rawValue = rawValue
+    }
+    private init(_ v: UInt8) { rawValue = v }
+
+    // 0x01–0x1F: session layer (handshake, data, acks, keep-alive, invitations).
+    public static let handshake = FrameType(0x01)
+    public static let invitation = FrameType(0x02)
+    public static let invitationReply = FrameType(0x03)
+    public static let data = FrameType(0x04)
+    public static let ack = FrameType(0x05)
+    public static let keepAlive = FrameType(0x06)
+    public static let close = FrameType(0x07)
+    public static let resume = FrameType(0x08)
+    // 0x20–0x3F: sensors and hub.
+    public static let samples = FrameType(0x20)
+    public static let summary = FrameType(0x21)
+    // 0x40–0x5F: push, group, app services (future issues).
+    public static let push = FrameType(0x40)
+    public static let group = FrameType(0x50)
+
+    static let known: Set<UInt8> = [0x01, 0x02, 0x03, 0x04, 0x05, 0x06, 0x07, 0x08, 0x20, 0x21, 0x40, 0x50]
+
+    public var description: String { "0x" + String(rawValue, radix: 16) }
+}
+
+/// A header plus its payload.
+public struct Frame: WireCodable, Equatable, Sendable {
+    public static let maximumPayload = Int(UInt16.max)
+    public var header: FrameHeader
+    public var payload: [UInt8]
+
+    /// Builds a frame; payloads over 65535 bytes are refused (callers fragment first).
+    public init(type: FrameType, flags: UInt8 = 0, payload: [UInt8]) throws(WireError) {
+        guard payload.count <= Frame.maximumPayload else {
+            throw .tooLong(field: "frame payload", length: payload.count, limit: Frame.maximumPayload)
+        }
+        header = FrameHeader(type: type, flags: flags, payloadLength: UInt16(payload.count))
+        self.payload = payload
+    }
+
+    public init(parsing r: inout ByteReader) throws(WireError) {
+        header = try FrameHeader(parsing: &r)
+        payload = try r.readBytes(Int(header.payloadLength))
+    }
+
+    public func encode(into w: inout ByteWriter) {
+        header.encode(into: &w)
+        w.writeBytes(payload)
+    }
+
+    public var encodedLength: Int { FrameHeader.length + payload.count }
+}

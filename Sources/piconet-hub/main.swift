@@ -1,0 +1,1 @@
+print("piconet-hub: not built yet")

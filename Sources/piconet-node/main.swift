@@ -1,0 +1,1 @@
+print("piconet-node: not built yet")

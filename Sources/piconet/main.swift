@@ -1,0 +1,1 @@
+print("piconet: not built yet")

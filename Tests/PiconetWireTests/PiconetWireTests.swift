@@ -1,0 +1,76 @@
+import PiconetTestSupport
+import PiconetWire
+import Testing
+
+@Suite struct ByteReaderTests {
+    @Test func readsLittleEndianAndBigEndian() throws {
+        var r = ByteReader([0x34, 0x12, 0x78, 0x56, 0x34, 0x12, 0x12, 0x34])
+        #expect(try r.readUInt16() == 0x1234)
+        #expect(try r.readUInt32() == 0x1234_5678)
+        #expect(try r.readUInt16BE() == 0x1234)
+        #expect(r.isAtEnd)
+    }
+
+    @Test func readingPastTheEndThrowsTruncated() {
+        var r = ByteReader([1, 2, 3])
+        #expect(throws: WireError.truncated(offset: 0, needed: 1)) { try r.readUInt32() }
+        #expect(r.offset == 0, "a failed read consumes nothing")
+        #expect(throws: WireError.self) { try r.readBytes(-1) }
+        #expect(throws: WireError.self) { try r.skip(4) }
+    }
+
+    @Test func writerRoundTripsEveryWidth() throws {
+        var w = ByteWriter()
+        w.writeUInt8(0xAB); w.writeInt16(-2); w.writeUInt32(0xDEAD_BEEF); w.writeInt64(-5); w.writeUInt32BE(0x0102_0304)
+        var r = ByteReader(w.bytes)
+        #expect(try r.readUInt8() == 0xAB)
+        #expect(try r.readInt16() == -2)
+        #expect(try r.readUInt32() == 0xDEAD_BEEF)
+        #expect(try r.readInt64() == -5)
+        #expect(try r.readUInt32BE() == 0x0102_0304)
+        try r.expectEnd()
+    }
+}
+
+@Suite struct FrameHeaderTests {
+    let header = FrameHeader(type: .data, flags: 0x05, payloadLength: 0x0102)
+    let golden: [UInt8] = [0x01, 0x04, 0x05, 0x00, 0x02, 0x01]
+
+    @Test func goldenBytesBothWays() {
+        let f = WireChecks.golden(header, golden)
+        #expect(f.isEmpty, "\(f)")
+    }
+
+    @Test func roundTripEveryType() throws {
+        for t: FrameType in [.handshake, .invitation, .invitationReply, .data, .ack, .keepAlive, .close, .resume, .samples, .summary, .push, .group] {
+            let frame = try Frame(type: t, flags: 3, payload: [1, 2, 3])
+            let f = WireChecks.roundTrip(frame)
+            #expect(f.isEmpty, "\(f)")
+        }
+    }
+
+    @Test func everyTruncatedPrefixThrows() throws {
+        let frame = try Frame(type: .data, payload: Array(0..<20))
+        let f = WireChecks.truncatedPrefixesThrow(frame.encoded()) { _ = try Frame(decoding: $0) }
+        #expect(f.isEmpty, "\(f)")
+    }
+
+    @Test func unknownVersionAndTypeAreTypedErrors() {
+        #expect(throws: WireError.unsupportedVersion(9)) { _ = try FrameHeader(decoding: [9, 4, 0, 0, 0, 0]) }
+        #expect(throws: WireError.unknownType(0xEE)) { _ = try FrameHeader(decoding: [1, 0xEE, 0, 0, 0, 0]) }
+        #expect(throws: WireError.self) { _ = try FrameHeader(decoding: [1, 4, 0, 7, 0, 0]) }
+    }
+
+    @Test func oversizedPayloadIsRefused() {
+        #expect(throws: WireError.tooLong(field: "frame payload", length: 70_000, limit: 65_535)) {
+            _ = try Frame(type: .data, payload: [UInt8](repeating: 0, count: 70_000))
+        }
+    }
+
+    @Test func seededRandomBuffersNeverCrash() throws {
+        let valid = try Frame(type: .ack, payload: [9, 9]).encoded()
+        let parsed = WireChecks.randomBuffers(count: 20_000, seed: 42, mutating: [valid]) { _ = try Frame(decoding: $0) }
+        #expect(parsed > 0, "some mutated frames should still parse")
+        #expect(parsed < 20_000, "random bytes must mostly be rejected")
+    }
+}

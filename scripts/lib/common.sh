@@ -1,0 +1,13 @@
+# Shared helpers for Piconet's scripts. Source it: . "$(dirname "$0")/lib/common.sh"
+set -euo pipefail
+PICONET_ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+export PATH="/opt/swift/usr/bin:$PATH"
+say()  { printf '%s\n' "$*"; }
+warn() { printf '%s\n' "$*" >&2; }
+die()  { printf '%s: %s\n' "$(basename "$0")" "$*" >&2; exit 2; }
+is_root() { [ "$(id -u)" = 0 ]; }
+# Debian packages the build, the tests and the demo need. Later stages add theirs here.
+PICONET_APT_PACKAGES=(
+  pkg-config libbluetooth-dev libgpiod-dev gpiod libsqlite3-dev
+  iproute2 nftables procps psmisc curl python3 python3-venv
+)
