@@ -1,0 +1,4 @@
+import ArgumentParser
+
+/// Subcommands of `piconet` from this area; filled in by its layer.
+let discoveryCommands: [ParsableCommand.Type] = []
