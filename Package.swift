@@ -45,7 +45,12 @@ let package = Package(
         .target(name: "PiconetLoop", swiftSettings: swift6),
 
         // OS edge.
-        .target(name: "PiconetPosix", dependencies: ["PiconetLoop", "CBlueZ"], swiftSettings: swift6),
+        // Linux headers Glibc does not cover (epoll, eventfd, timerfd, signalfd) + CMSG helpers.
+        .systemLibrary(name: "CPiconetPosix", path: "Sources/CPiconetPosix"),
+        .target(name: "PiconetPosix", dependencies: ["PiconetLoop", "PiconetWire", "CBlueZ", "CPiconetPosix"],
+                swiftSettings: swift6),
+        // Test/bench helper: an EpollLoop that exits 0 on SIGTERM, UDP echo/ping for scripts/bench.
+        .executableTarget(name: "piconet-loop-probe", dependencies: ["PiconetPosix"], swiftSettings: swift6),
         .target(name: "PiconetLights", dependencies: ["PiconetLoop", "CGPIOD"], swiftSettings: swift6),
 
         // Peer core (pure).

@@ -1,0 +1,27 @@
+// Linux headers Swift's Glibc module does not cover (epoll, eventfd, timerfd, signalfd),
+// and inline helpers for the CMSG_* macros, which Swift cannot import.
+// Only PiconetPosix imports this.
+#ifndef PICONET_POSIX_SHIM_H
+#define PICONET_POSIX_SHIM_H
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <sys/timerfd.h>
+#include <sys/signalfd.h>
+#include <sys/socket.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <net/if.h>
+#include <ifaddrs.h>
+#include <spawn.h>
+#include <unistd.h>
+
+// GNU extensions Glibc's Swift module hides (it is built without _GNU_SOURCE).
+extern int pipe2(int pipefd[2], int flags);
+extern int accept4(int sockfd, struct sockaddr *addr, socklen_t *addrlen, int flags);
+extern pid_t gettid(void);
+
+static inline struct cmsghdr *piconet_cmsg_firsthdr(struct msghdr *m) { return CMSG_FIRSTHDR(m); }
+static inline struct cmsghdr *piconet_cmsg_nxthdr(struct msghdr *m, struct cmsghdr *c) { return CMSG_NXTHDR(m, c); }
+static inline unsigned char *piconet_cmsg_data(struct cmsghdr *c) { return CMSG_DATA(c); }
+static inline size_t piconet_cmsg_space(size_t n) { return CMSG_SPACE(n); }
+#endif

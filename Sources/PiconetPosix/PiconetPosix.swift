@@ -1,1 +1,0 @@
-// PiconetPosix — see Package.swift for the layer picture.
