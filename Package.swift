@@ -20,6 +20,8 @@ let package = Package(
     products: [
         .library(name: "PiconetWire", targets: ["PiconetWire"]),
         .library(name: "PiconetLoop", targets: ["PiconetLoop"]),
+        .library(name: "PiconetIndicators", targets: ["PiconetIndicators"]),
+        .library(name: "PiconetLights", targets: ["PiconetLights"]),
         .library(name: "PiconetPosix", targets: ["PiconetPosix"]),
         .library(name: "PiconetDiscovery", targets: ["PiconetDiscovery"]),
         .library(name: "PiconetSession", targets: ["PiconetSession"]),
@@ -51,7 +53,9 @@ let package = Package(
                 swiftSettings: swift6),
         // Test/bench helper: an EpollLoop that exits 0 on SIGTERM, UDP echo/ping for scripts/bench.
         .executableTarget(name: "piconet-loop-probe", dependencies: ["PiconetPosix"], swiftSettings: swift6),
-        .target(name: "PiconetLights", dependencies: ["PiconetLoop", "CGPIOD"], swiftSettings: swift6),
+        // LED patterns and button logic (pure state machines), carried out by PiconetLights.
+        .target(name: "PiconetIndicators", dependencies: ["PiconetLoop"], swiftSettings: swift6),
+        .target(name: "PiconetLights", dependencies: ["PiconetLoop", "PiconetIndicators", "CGPIOD"], swiftSettings: swift6),
 
         // Peer core (pure).
         .target(name: "PiconetDiscovery", dependencies: ["PiconetWire", "PiconetLoop"], swiftSettings: swift6),
@@ -66,7 +70,7 @@ let package = Package(
 
         // Runtime: wiring and OS adapters.
         .target(name: "PiconetRuntime",
-                dependencies: ["PiconetPosix", "PiconetLights", "PiconetDiscovery", "PiconetSession",
+                dependencies: ["PiconetPosix", "PiconetLights", "PiconetIndicators", "PiconetDiscovery", "PiconetSession",
                                "PiconetSensors", "PiconetHub"],
                 swiftSettings: swift6),
 
@@ -93,6 +97,9 @@ let package = Package(
         .testTarget(name: "PiconetDiscoveryTests", dependencies: ["PiconetDiscovery", "PiconetTestSupport"], swiftSettings: swift6),
         .testTarget(name: "PiconetSessionTests", dependencies: ["PiconetSession", "PiconetTestSupport"], swiftSettings: swift6),
         .testTarget(name: "PiconetSensorsTests", dependencies: ["PiconetSensors", "PiconetHub", "PiconetTestSupport"], swiftSettings: swift6),
-        .testTarget(name: "PiconetLightsTests", dependencies: ["PiconetLights", "PiconetTestSupport"], swiftSettings: swift6),
+        .testTarget(name: "PiconetLightsTests",
+                    dependencies: ["PiconetLights", "PiconetIndicators", "PiconetPosix", "PiconetRuntime", "PiconetTestSupport"],
+                    swiftSettings: swift6),
+        .testTarget(name: "PiconetIndicatorsTests", dependencies: ["PiconetIndicators", "PiconetTestSupport"], swiftSettings: swift6),
     ]
 )

@@ -1,1 +1,0 @@
-// PiconetLights — see Package.swift for the layer picture.
