@@ -1,0 +1,95 @@
+// Finding and reading `Boards/*.json`.
+import Glibc
+
+/// The board profiles of one directory.
+public struct BoardCatalog {
+    /// The directory the profiles came from.
+    public let directory: String
+    /// Valid profiles, sorted by id.
+    public let profiles: [BoardProfile]
+    /// Files that failed to read or validate (one error each).
+    public let errors: [BoardProfileError]
+
+    /// A profile file larger than this is refused (profiles are ~1 kB).
+    public static let maximumFileSize = 64 * 1024
+
+    /// Where profiles are looked for, first match wins: `$PICONET_BOARDS`,
+    /// `./Boards`, `Boards` beside or above the executable (a checkout's
+    /// `.build/debug/piconet`), `/etc/piconet/boards`, `/usr/share/piconet/boards`.
+    public static func defaultDirectory(executable: String? = CommandLine.arguments.first) -> String? {
+        var candidates: [String] = []
+        if let env = getenv("PICONET_BOARDS") { candidates.append(String(cString: env)) }
+        candidates.append("Boards")
+        if let exe = executable, exe.contains("/") {
+            var dir = String(exe[..<(exe.lastIndex(of: "/") ?? exe.endIndex)])
+            for _ in 0..<5 {
+                candidates.append(dir + "/Boards")
+                guard let slash = dir.lastIndex(of: "/") else { break }
+                dir = String(dir[..<slash])
+                if dir.isEmpty { break }
+            }
+        }
+        candidates += ["/etc/piconet/boards", "/usr/share/piconet/boards"]
+        return candidates.first { isDirectory($0) }
+    }
+
+    /// Loads every `*.json` in `directory`.
+    public init(directory: String) throws(BoardProfileError) {
+        guard let dir = opendir(directory) else {
+            throw BoardProfileError(file: directory, field: "(directory)", why: "cannot open: \(String(cString: strerror(errno)))")
+        }
+        var names: [String] = []
+        while let e = readdir(dir) {
+            let name = withUnsafeBytes(of: e.pointee.d_name) { String(decoding: $0.prefix(while: { $0 != 0 }), as: UTF8.self) }
+            if name.hasSuffix(".json") { names.append(name) }
+        }
+        closedir(dir)
+        var profiles: [BoardProfile] = []
+        var errors: [BoardProfileError] = []
+        for name in names.sorted() {
+            do throws(BoardProfileError) {
+                profiles.append(try BoardCatalog.load(path: "\(directory)/\(name)"))
+            } catch {
+                errors.append(error)
+            }
+        }
+        self.directory = directory
+        self.profiles = profiles.sorted { $0.id < $1.id }
+        self.errors = errors
+    }
+
+    public func profile(id: String) -> BoardProfile? { profiles.first { $0.id == id } }
+
+    /// Reads and validates one profile file.
+    public static func load(path: String) throws(BoardProfileError) -> BoardProfile {
+        let bytes = try readFile(path)
+        return try BoardProfile(json: bytes, file: path)
+    }
+
+    static func readFile(_ path: String) throws(BoardProfileError) -> [UInt8] {
+        let fd = open(path, O_RDONLY | O_CLOEXEC)
+        guard fd >= 0 else {
+            throw BoardProfileError(file: path, field: "(file)", why: "cannot open: \(String(cString: strerror(errno)))")
+        }
+        defer { close(fd) }
+        var out: [UInt8] = []
+        var chunk = [UInt8](repeating: 0, count: 4096)
+        while true {
+            let n = chunk.withUnsafeMutableBytes { read(fd, $0.baseAddress, $0.count) }
+            if n < 0 {
+                if errno == EINTR { continue }
+                throw BoardProfileError(file: path, field: "(file)", why: "cannot read: \(String(cString: strerror(errno)))")
+            }
+            if n == 0 { return out }
+            out += chunk[0..<n]
+            if out.count > maximumFileSize {
+                throw BoardProfileError(file: path, field: "(file)", why: "larger than \(maximumFileSize) bytes; not a profile")
+            }
+        }
+    }
+
+    static func isDirectory(_ path: String) -> Bool {
+        var st = stat()
+        return stat(path, &st) == 0 && (st.st_mode & S_IFMT) == S_IFDIR
+    }
+}

@@ -1,0 +1,136 @@
+// A board profile against the running machine: `piconet boards check`, and
+// opening the board's LEDs and button on the loop.
+import Glibc
+import PiconetIndicators
+import PiconetLights
+import PiconetLoop
+import PiconetPosix
+
+/// One line of `piconet boards check`.
+public struct BoardCheckFinding: Equatable, Sendable, CustomStringConvertible {
+    public enum Level: String, Sendable { case ok, warning, error }
+    public var level: Level
+    public var message: String
+    public var description: String { "\(level.rawValue): \(message)" }
+}
+
+public enum BoardCheck {
+    /// Checks that `profile` fits this machine: chip label present, lines exist and
+    /// are free, Bluetooth adapter present (a warning only: LEDs do not need it).
+    /// `sysfsBluetooth` is where adapters are listed (a parameter for tests).
+    public static func run(_ profile: BoardProfile,
+                           sysfsBluetooth: String = "/sys/class/bluetooth") -> [BoardCheckFinding] {
+        var out: [BoardCheckFinding] = []
+        if let label = profile.gpioChip {
+            do throws(LightsError) {
+                let chip = try GPIOChip(label: label)
+                out.append(.init(level: .ok, message: "GPIO chip '\(label)' is \(chip.info) (\(GPIOChip.api))"))
+                var uses: [(String, Int)] = profile.leds.map { ("\($0.role) LED", $0.line) }
+                if let b = profile.button { uses.append(("button", b.line)) }
+                for (what, line) in uses {
+                    do throws(LightsError) {
+                        let usage = try chip.lineUsage(line)
+                        if usage.used {
+                            out.append(.init(level: .error, message: "\(what): "
+                                + LightsError.lineBusy(chip: chip.info.description, line: line, consumer: usage.consumer).description))
+                        } else {
+                            out.append(.init(level: .ok, message: "\(what): line \(line) is free"))
+                        }
+                    } catch {
+                        out.append(.init(level: .error, message: "\(what): \(error)"))
+                    }
+                }
+            } catch {
+                out.append(.init(level: .error, message: error.description))
+            }
+        } else {
+            out.append(.init(level: .ok, message: "no GPIO on this board: LED states are logged (simulated lines)"))
+        }
+        if let hci = profile.bluetoothAdapter {
+            if BoardCatalog.isDirectory("\(sysfsBluetooth)/\(hci)") {
+                out.append(.init(level: .ok, message: "Bluetooth adapter \(hci) present"))
+            } else {
+                out.append(.init(level: .warning, message: "no Bluetooth adapter \(hci) (\(sysfsBluetooth)/\(hci) missing): "
+                    + "check `rfkill list`, the bluetooth service, or pick another with --adapter"))
+            }
+        }
+        return out
+    }
+}
+
+/// A board's LEDs (driven by a `LightsDriver`) and its button, opened from a profile.
+///
+/// The defined state on `close()`: every LED off, then the lines released. A
+/// board without GPIO gets simulated lines that report changes to `log`.
+public final class BoardLights {
+    public let profile: BoardProfile
+    public let driver: LightsDriver
+    public let chip: GPIOChip?
+    private var outputs: [GPIOOutputLine]
+    public private(set) var button: GPIOButtonLine?
+    private var buttonDriver: ButtonDriver?
+    private var registration: Registration?
+    private weak var epoll: EpollLoop?
+    private let log: (String) -> Void
+    /// Failed reads of the button's edge events (logged; the node keeps going).
+    public private(set) var buttonFaults = 0
+
+    /// Requests every LED line (dark) and the button line, with consumer "piconet".
+    /// Any failure releases what was taken and throws the one-line error.
+    public init(profile: BoardProfile, loop: EventLoop, log: @escaping (String) -> Void) throws(LightsError) {
+        self.profile = profile
+        self.log = log
+        var lines: [LightRole: LineOutput] = [:]
+        var outputs: [GPIOOutputLine] = []
+        if let label = profile.gpioChip {
+            let chip = try GPIOChip(label: label)
+            for led in profile.leds {
+                let out = try chip.requestOutput(line: led.line, activeLow: led.activeLow)
+                outputs.append(out)
+                lines[led.role] = out
+            }
+            if let b = profile.button {
+                button = try chip.requestButton(line: b.line, activeLow: b.activeLow, bias: b.bias)
+            }
+            self.chip = chip
+        } else {
+            lines[.status] = SimulatedLine(name: "status", log: log)
+            chip = nil
+        }
+        self.outputs = outputs
+        driver = LightsDriver(loop: loop, outputs: lines)
+    }
+
+    /// Watches the button's edge events on the epoll loop; debounced presses go to `onEvent`.
+    /// Does nothing on a board without a button.
+    public func watchButton(on loop: EpollLoop, debouncer: ButtonDebouncer = ButtonDebouncer(),
+                            onEvent: @escaping (ButtonEvent) -> Void) throws(IOError) {
+        guard let button, registration == nil else { return }
+        let bd = ButtonDriver(loop: loop, debouncer: debouncer, onEvent: onEvent)
+        buttonDriver = bd
+        epoll = loop
+        registration = try loop.register(FileDescriptor(rawValue: button.eventDescriptor), interest: .read) { [weak self] _ in
+            guard let self, let button = self.button else { return }
+            do throws(LightsError) {
+                for pressed in try button.readEdges() { bd.edge(pressed: pressed) }
+            } catch {
+                self.buttonFaults += 1
+                self.log("button: \(error)")
+            }
+        }
+    }
+
+    /// LEDs off, timers cancelled, lines released. Idempotent.
+    public func close() {
+        driver.shutdown()
+        buttonDriver?.cancel()
+        if let registration { epoll?.deregister(registration) }
+        registration = nil
+        for o in outputs { o.release() }
+        outputs = []
+        button?.release()
+        button = nil
+    }
+
+    deinit { close() }
+}
