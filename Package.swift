@@ -34,6 +34,8 @@ let package = Package(
     dependencies: [
         .package(url: "https://github.com/apple/swift-crypto.git", from: "4.5.2"),
         .package(url: "https://github.com/apple/swift-argument-parser.git", from: "1.8.2"),
+        .package(url: "https://github.com/groue/GRDB.swift.git", from: "7.10.0"),
+        .package(url: "https://github.com/apple/swift-numerics.git", from: "1.1.1"),
     ],
     targets: [
         // OS edge: C libraries.
@@ -64,8 +66,15 @@ let package = Package(
                 swiftSettings: swift6),
 
         // Features (pure).
-        .target(name: "PiconetSensors", dependencies: ["PiconetWire", "PiconetLoop"], swiftSettings: swift6),
-        .target(name: "PiconetHub", dependencies: ["PiconetSensors", "PiconetSession", "PiconetDiscovery"],
+        .target(name: "PiconetSensors",
+                dependencies: ["PiconetWire", "PiconetLoop", .product(name: "RealModule", package: "swift-numerics")],
+                swiftSettings: swift6),
+        .target(name: "PiconetHub", dependencies: ["PiconetSensors", "PiconetWire", "PiconetLoop"],
+                swiftSettings: swift6),
+
+        // Hub history (runtime level: SQLite in WAL mode through GRDB; Foundation allowed here).
+        .target(name: "PiconetStore",
+                dependencies: ["PiconetSensors", "PiconetHub", .product(name: "GRDB", package: "GRDB.swift")],
                 swiftSettings: swift6),
 
         // Runtime: wiring and OS adapters.
@@ -97,6 +106,7 @@ let package = Package(
         .testTarget(name: "PiconetDiscoveryTests", dependencies: ["PiconetDiscovery", "PiconetTestSupport"], swiftSettings: swift6),
         .testTarget(name: "PiconetSessionTests", dependencies: ["PiconetSession", "PiconetTestSupport"], swiftSettings: swift6),
         .testTarget(name: "PiconetSensorsTests", dependencies: ["PiconetSensors", "PiconetHub", "PiconetTestSupport"], swiftSettings: swift6),
+        .testTarget(name: "PiconetStoreTests", dependencies: ["PiconetStore", "PiconetTestSupport"], swiftSettings: swift6),
         .testTarget(name: "PiconetLightsTests",
                     dependencies: ["PiconetLights", "PiconetIndicators", "PiconetPosix", "PiconetRuntime", "PiconetTestSupport"],
                     swiftSettings: swift6),

@@ -1,1 +1,1 @@
-// PiconetHub — see Package.swift for the layer picture.
+// PiconetHub — see Aggregator.swift: per-node and per-group windows (pure: no Glibc, no Foundation).
