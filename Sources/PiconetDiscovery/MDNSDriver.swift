@@ -1,0 +1,69 @@
+import PiconetLoop
+
+/// What the driver needs from a state machine: bytes and time in, actions out, and when to call next.
+public protocol MDNSStateMachine {
+    associatedtype Action
+    mutating func received(_ bytes: [UInt8], from source: EndpointAddress, at now: Instant) -> [Action]
+    mutating func timerFired(at now: Instant) -> [Action]
+    var nextDeadline: Instant? { get }
+}
+
+extension MDNSResponder: MDNSStateMachine {}
+extension MDNSBrowser: MDNSStateMachine {}
+
+/// Runs one state machine on an `EventLoop` (epoll in the runtime, virtual in tests).
+///
+/// The loop only carries actions out: after every input the driver re-arms a
+/// single timer at the machine's `nextDeadline`, so an idle machine holds no
+/// timer at all and the loop sleeps. Loop-bound: not `Sendable`.
+public final class MDNSDriver<Machine: MDNSStateMachine> {
+    public private(set) var machine: Machine
+    private let loop: EventLoop
+    private var timer: (id: TimerID, at: Instant)?
+    /// Receives every batch of actions; the owner sends packets and reports events.
+    public var onActions: ([Machine.Action]) -> Void
+
+    public init(loop: EventLoop, machine: Machine, onActions: @escaping ([Machine.Action]) -> Void = { _ in }) {
+        self.loop = loop
+        self.machine = machine
+        self.onActions = onActions
+    }
+
+    /// Feeds a received datagram.
+    public func received(_ bytes: [UInt8], from source: EndpointAddress) {
+        let actions = machine.received(bytes, from: source, at: loop.now)
+        deliver(actions)
+    }
+
+    /// Runs `body` on the machine (start, stop, update...) and carries out what it returns.
+    public func perform(_ body: (inout Machine, Instant) -> [Machine.Action]) {
+        let actions = body(&machine, loop.now)
+        deliver(actions)
+    }
+
+    /// Cancels the timer; the machine stays as it is.
+    public func cancel() {
+        if let t = timer { loop.cancel(t.id) }
+        timer = nil
+    }
+
+    private func deliver(_ actions: [Machine.Action]) {
+        if !actions.isEmpty { onActions(actions) }
+        rearm()
+    }
+
+    private func rearm() {
+        guard let next = machine.nextDeadline else {
+            cancel()
+            return
+        }
+        if let t = timer, t.at == next { return }
+        cancel()
+        let id = loop.schedule(at: next) { [weak self] in
+            guard let self else { return }
+            self.timer = nil
+            self.deliver(self.machine.timerFired(at: self.loop.now))
+        }
+        timer = (id, next)
+    }
+}
