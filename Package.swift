@@ -107,6 +107,9 @@ let package = Package(
         .testTarget(name: "PiconetSessionTests", dependencies: ["PiconetSession", "PiconetTestSupport"], swiftSettings: swift6),
         .testTarget(name: "PiconetSensorsTests", dependencies: ["PiconetSensors", "PiconetHub", "PiconetTestSupport"], swiftSettings: swift6),
         .testTarget(name: "PiconetStoreTests", dependencies: ["PiconetStore", "PiconetTestSupport"], swiftSettings: swift6),
+        // Store crash-test child and hub ingest benchmark (the test finds it beside the test bundle).
+        .executableTarget(name: "piconet-store-tool", dependencies: ["PiconetStore", "PiconetHub", "PiconetSensors"],
+                          swiftSettings: swift6),
         .testTarget(name: "PiconetLightsTests",
                     dependencies: ["PiconetLights", "PiconetIndicators", "PiconetPosix", "PiconetRuntime", "PiconetTestSupport"],
                     swiftSettings: swift6),

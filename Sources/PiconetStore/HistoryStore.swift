@@ -324,3 +324,15 @@ public final class HistoryStore {
         queue = nil
     }
 }
+
+extension HistoryStore {
+    /// SQLite's journal mode for this file ("wal" for a file store).
+    public func journalMode() throws(StoreError) -> String {
+        try read { db in try String.fetchOne(db, sql: "PRAGMA journal_mode") ?? "" }
+    }
+
+    /// Runs SQLite's integrity check; "ok" when the file is sound.
+    public func integrityCheck() throws(StoreError) -> String {
+        try read { db in try String.fetchOne(db, sql: "PRAGMA integrity_check") ?? "" }
+    }
+}

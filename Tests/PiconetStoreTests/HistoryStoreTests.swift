@@ -1,1 +1,207 @@
+import Foundation
+import PiconetHub
+import PiconetLoop
+import PiconetSensors
+import PiconetStore
 import Testing
+
+/// A fresh temporary directory, removed by `cleanup()`.
+struct TempDir {
+    let path: String
+    init() throws {
+        path = FileManager.default.temporaryDirectory.appendingPathComponent("piconet-store-\(UUID().uuidString)").path
+        try FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true)
+    }
+    func file(_ name: String) -> String { path + "/" + name }
+    func cleanup() { try? FileManager.default.removeItem(atPath: path) }
+}
+
+func sampleBatches(count: Int, node: String = "n1", seed: UInt64 = 1) -> [StoredBatch] {
+    var w = SimulatedWearable(seed: seed, start: .zero)
+    var b = SampleBatcher(epoch: 7)
+    var out: [StoredBatch] = []
+    var now = Instant.zero
+    while out.count < count {
+        now += .milliseconds(100)
+        for s in w.samples(upTo: now) {
+            for batch in b.add(s, at: now) where out.count < count {
+                out.append(StoredBatch(node: node, receivedAt: 1_700_000_000_000_000_000 + now.nanoseconds, batch: batch))
+            }
+        }
+    }
+    return out
+}
+
+func someAggregate(node: String, at: Int64) -> StoredAggregate {
+    var hub = Aggregator()
+    for b in sampleBatches(count: 40, node: node) {
+        hub.received(.samples(b.batch), from: NodeID(node), at: b.batch.sentAt)
+    }
+    let stats = hub.stats(for: NodeID(node), window: .tenSeconds, at: Instant(nanoseconds: 4_000_000_000))
+    return StoredAggregate(node: node, at: at, stats: stats ?? WindowStats(empty: .tenSeconds))
+}
+
+@Suite struct HistoryStoreTests {
+    @Test func storesRawBatchesAndAggregatesInWAL() throws {
+        let dir = try TempDir()
+        defer { dir.cleanup() }
+        let path = dir.file("history.sqlite")
+        let batches = sampleBatches(count: 50)
+        let agg = someAggregate(node: "n1", at: 42)
+        #expect(agg.stats.bpmMean != nil && agg.stats.rmssd != nil, "the aggregate has real content")
+        do {
+            let store = try HistoryStore(path: path)
+            #expect(try store.journalMode() == "wal")
+            try store.append(batches: batches)
+            try store.append(aggregates: [agg])
+            store.close()
+            #expect(throws: StoreError.closed) { try store.counts() }
+        }
+        let reopened = try HistoryStore(path: path)
+        let (read, skipped) = try reopened.batches(node: "n1")
+        #expect(skipped == 0)
+        #expect(read == batches)
+        #expect(try reopened.aggregates(node: "n1", window: .tenSeconds) == [agg])
+        #expect(try reopened.nodes() == ["n1"])
+        // Compact: the raw payload of 50 batches of ~11 motion samples stays small.
+        let bytes = batches.reduce(0) { $0 + $1.batch.encodedLength }
+        #expect(bytes / 50 <= 200)
+    }
+
+    @Test func retentionDropsOldRowsAndCapsBatches() throws {
+        let store = try HistoryStore(path: ":memory:", retention: RetentionPolicy(
+            rawSamples: .seconds(60), aggregates: .seconds(3600), maximumBatches: 30))
+        var rows = sampleBatches(count: 50)
+        for i in rows.indices { rows[i].receivedAt = Int64(i) * 2_000_000_000 } // one every 2 s: 0…98 s
+        try store.append(batches: rows)
+        try store.append(aggregates: [someAggregate(node: "n1", at: 0), someAggregate(node: "n1", at: 3_000_000_000_000)])
+        let now: Int64 = 100_000_000_000
+        let gone = try store.applyRetention(now: now)
+        // Older than 40 s: rows 0…19 (20 rows) go by age; 30 remain, within the cap.
+        #expect(gone.batches == 20)
+        #expect(gone.aggregates == 0)
+        #expect(try store.counts().batches == 30)
+        let left = try store.batches(node: "n1").batches
+        #expect(left.first?.receivedAt == 40_000_000_000)
+        let later = try store.applyRetention(now: 3_600_000_000_000 + 1)
+        #expect(later.aggregates == 1)
+
+        let capped = try HistoryStore(path: ":memory:", retention: RetentionPolicy(maximumBatches: 10))
+        try capped.append(batches: rows)
+        #expect(try capped.applyRetention(now: 0).batches == 40)
+        #expect(try capped.batches(node: "n1").batches.map(\.receivedAt) == rows.suffix(10).map(\.receivedAt))
+    }
+
+    @Test func anUnwritablePathIsAClearError() {
+        do {
+            _ = try HistoryStore(path: "/nonexistent-piconet-dir/history.sqlite")
+            Issue.record("opening under a missing directory succeeded")
+        } catch {
+            guard case let .unwritable(path, reason) = error else { Issue.record("got \(error)"); return }
+            #expect(path == "/nonexistent-piconet-dir/history.sqlite")
+            #expect(reason.contains("does not exist"))
+            #expect(error.description.contains("choose a writable path"))
+        }
+        // /proc refuses new files even to root.
+        #expect(throws: StoreError.self) { _ = try HistoryStore(path: "/proc/piconet-history.sqlite") }
+        let recorder = HistoryRecorder(path: "/proc/piconet-history.sqlite")
+        guard case .memoryOnly(let e?) = recorder.mode else { Issue.record("recorder did not fall back: \(recorder.mode)"); return }
+        #expect(recorder.statusLine.contains("IN MEMORY ONLY"), "\(e)")
+    }
+
+    @Test func aFullDiskKeepsTheHubGoingInMemory() throws {
+        let dir = try TempDir()
+        defer { dir.cleanup() }
+        // A 40-page (160 KiB) limit stands in for a full SD card: SQLite reports SQLITE_FULL the same way.
+        let store = try HistoryStore(path: dir.file("full.sqlite"), maximumPageCount: 40)
+        let recorder = HistoryRecorder(store: store, pendingLimit: 100_000)
+        let rows = sampleBatches(count: 3000)
+        var failure: StoreError?
+        for chunk in stride(from: 0, to: rows.count, by: 100) {
+            for r in rows[chunk..<min(chunk + 100, rows.count)] { recorder.record(r) }
+            if let e = recorder.flush() { failure = e; break }
+        }
+        let e = try #require(failure, "160 KiB cannot hold 3000 batches")
+        #expect(e == .diskFull(path: dir.file("full.sqlite")))
+        #expect(recorder.mode == .memoryOnly(e))
+        #expect(recorder.pendingBatches.count == 100, "the failed transaction's rows are kept, not lost")
+        #expect(recorder.statusLine.contains("full"))
+        // Everything committed before the failure is intact and readable.
+        let stored = try store.counts().batches
+        #expect(stored == recorder.written)
+        #expect(stored > 0)
+        #expect(try store.integrityCheck() == "ok")
+        #expect(try store.batches(node: "n1").batches == Array(rows.prefix(stored)))
+    }
+
+    @Test func anUncleanCloseKeepsEveryCommit() throws {
+        let dir = try TempDir()
+        defer { dir.cleanup() }
+        let path = dir.file("live.sqlite")
+        let store = try HistoryStore(path: path)
+        let rows = sampleBatches(count: 200)
+        for r in rows { try store.append(batches: [r]) }
+        // Copy the files while the writer still has them open, WAL not checkpointed: exactly
+        // what a crash leaves on disk (the -shm index is rebuilt by the next opener).
+        let fm = FileManager.default
+        let crash = dir.file("crash.sqlite")
+        try fm.copyItem(atPath: path, toPath: crash)
+        #expect(fm.fileExists(atPath: path + "-wal"), "commits are in the WAL")
+        try fm.copyItem(atPath: path + "-wal", toPath: crash + "-wal")
+        let recovered = try HistoryStore(path: crash)
+        #expect(try recovered.counts().batches == 200)
+        #expect(try recovered.integrityCheck() == "ok")
+        #expect(try recovered.batches(node: "n1").batches == rows)
+        store.close()
+    }
+
+    /// Where `swift build` puts the helper: beside the test bundle.
+    static let toolPath: String? = {
+        let bundleDir = URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent()
+        for dir in [bundleDir, bundleDir.deletingLastPathComponent()] {
+            let p = dir.appendingPathComponent("piconet-store-tool").path
+            if FileManager.default.isExecutableFile(atPath: p) { return p }
+        }
+        return nil
+    }()
+
+    @Test(.enabled(if: HistoryStoreTests.toolPath != nil,
+                   "needs the piconet-store-tool binary beside the test bundle (run `swift build` first)"))
+    func aWriterKilledWithSIGKILLLosesNothingCommitted() async throws {
+        let dir = try TempDir()
+        defer { dir.cleanup() }
+        let path = dir.file("killed.sqlite")
+        let child = Process()
+        child.executableURL = URL(fileURLWithPath: HistoryStoreTests.toolPath ?? "/nonexistent")
+        child.arguments = ["write-until-killed", path]
+        let pipe = Pipe()
+        child.standardOutput = pipe
+        try child.run()
+        // Read "committed N" lines until well into the run, then kill -9 mid-write.
+        var lastCommitted = 0
+        var buffer = ""
+        let handle = pipe.fileHandleForReading
+        while lastCommitted < 300 {
+            let data = handle.availableData
+            if data.isEmpty { break }
+            buffer += String(decoding: data, as: UTF8.self)
+            let lines = buffer.split(separator: "\n", omittingEmptySubsequences: false)
+            buffer = String(lines.last ?? "")
+            for line in lines.dropLast() where line.hasPrefix("committed ") {
+                lastCommitted = Int(line.dropFirst(10)) ?? lastCommitted
+            }
+        }
+        kill(child.processIdentifier, SIGKILL)
+        child.waitUntilExit()
+        #expect(child.terminationReason == .uncaughtSignal)
+        #expect(lastCommitted >= 300, "the child committed before it died")
+        let store = try HistoryStore(path: path)
+        let count = try store.counts().batches
+        // Every commit the child reported is there; at most the ones in flight after it.
+        #expect(count >= lastCommitted, "stored \(count), child reported \(lastCommitted)")
+        #expect(try store.integrityCheck() == "ok")
+        let (batches, skipped) = try store.batches(node: "child")
+        #expect(skipped == 0)
+        #expect(batches.map(\.batch.sequence) == (0..<UInt32(count)).map { $0 }, "no holes, no torn rows")
+    }
+}

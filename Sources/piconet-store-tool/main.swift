@@ -1,0 +1,115 @@
+// piconet-store-tool: drives PiconetStore from outside a test process.
+//
+//   piconet-store-tool write-until-killed DB      append one batch per transaction forever,
+//                                                 printing "committed N" after each commit
+//                                                 (the crash test kills it with SIGKILL)
+//   piconet-store-tool ingest-bench [SECONDS] [DB] hub ingest on one core: frames parsed +
+//                                                 aggregated + stored; prints one bench row
+//
+// Executables may read the clock and use Glibc; the libraries below do not.
+import Glibc
+import PiconetHub
+import PiconetLoop
+import PiconetSensors
+import PiconetStore
+
+func monotonicNow() -> Instant {
+    var ts = timespec()
+    clock_gettime(CLOCK_MONOTONIC, &ts)
+    return Instant(nanoseconds: Int64(ts.tv_sec) * 1_000_000_000 + Int64(ts.tv_nsec))
+}
+
+/// Writes one line straight to a descriptor: unbuffered, so a parent sees every line even if we die next.
+func writeLine(_ fd: Int32, _ line: String) {
+    var bytes = Array((line + "\n").utf8)
+    var off = 0
+    while off < bytes.count {
+        let n = bytes.withUnsafeMutableBytes { buf -> Int in
+            guard let base = buf.baseAddress else { return 0 }
+            return write(fd, base + off, buf.count - off)
+        }
+        if n <= 0 { if errno == EINTR { continue }; return }
+        off += n
+    }
+}
+
+func fail(_ message: String) -> Never {
+    writeLine(2, "piconet-store-tool: \(message)")
+    exit(2)
+}
+
+/// Frames from `nodes` simulated wearables, `seconds` of virtual time each, as the hub would receive them.
+func simulatedFrames(nodes: Int, seconds: Int) -> [(node: NodeID, frame: [UInt8], at: Instant)] {
+    var out: [(NodeID, [UInt8], Instant)] = []
+    for n in 0..<nodes {
+        var w = SimulatedWearable(seed: UInt64(n), start: .zero)
+        var b = SampleBatcher(epoch: UInt16(n))
+        var now = Instant.zero
+        let id = NodeID("node\(n)")
+        while now < .zero + .seconds(Int64(seconds)) {
+            now += .milliseconds(100)
+            var batches: [SampleBatch] = []
+            for s in w.samples(upTo: now) { batches += b.add(s, at: now) }
+            batches += b.timerFired(at: now)
+            for batch in batches { out.append((id, SensorMessage.samples(batch).frameBytes(), now + .milliseconds(2))) }
+        }
+    }
+    return out.sorted { $0.2 < $1.2 }
+}
+
+let args = CommandLine.arguments
+guard args.count >= 2 else { fail("usage: piconet-store-tool write-until-killed DB | ingest-bench [SECONDS] [DB]") }
+
+switch args[1] {
+case "write-until-killed":
+    guard args.count == 3 else { fail("usage: piconet-store-tool write-until-killed DB") }
+    let store: HistoryStore
+    do { store = try HistoryStore(path: args[2]) } catch { fail("\(error)") }
+    var w = SimulatedWearable(seed: 1, start: .zero)
+    var b = SampleBatcher(epoch: 1)
+    var now = Instant.zero
+    var committed = 0
+    while true {
+        now += .milliseconds(100)
+        var batches: [SampleBatch] = []
+        for s in w.samples(upTo: now) { batches += b.add(s, at: now) }
+        for batch in batches {
+            do {
+                try store.append(batches: [StoredBatch(node: "child", receivedAt: Int64(batch.sequence), batch: batch)])
+            } catch { fail("\(error)") }
+            committed += 1
+            writeLine(1, "committed \(committed)")
+        }
+    }
+
+case "ingest-bench":
+    let seconds = args.count > 2 ? Int(args[2]) ?? 60 : 60
+    let path = args.count > 3 ? args[3] : ":memory:"
+    let frames = simulatedFrames(nodes: 10, seconds: seconds)
+    let store: HistoryStore
+    do { store = try HistoryStore(path: path) } catch { fail("\(error)") }
+    let recorder = HistoryRecorder(store: store)
+    var hub = Aggregator()
+    let start = monotonicNow()
+    var lastFlush = frames.first?.at ?? .zero
+    var samples = 0
+    for f in frames {
+        if case let .accepted(n, _) = hub.received(frame: f.frame, from: f.node, at: f.at) { samples += n }
+        // The stored row is the batch payload, re-parsed here as the runtime would from the session.
+        if let m = try? SensorMessage(frameBytes: f.frame), case let .samples(batch) = m {
+            recorder.record(StoredBatch(node: f.node.rawValue, receivedAt: f.at.nanoseconds, batch: batch))
+        }
+        if f.at - lastFlush >= .seconds(1) {
+            lastFlush = f.at
+            if let e = recorder.flush() { fail("\(e)") }
+        }
+    }
+    if let e = recorder.flush() { fail("\(e)") }
+    let elapsed = (monotonicNow() - start).seconds
+    let rate = Double(frames.count) / elapsed
+    // One bench row: name, value, unit, notes.
+    writeLine(1, "hub-ingest\t\(Int(rate))\tmessages/s\t\(frames.count) sample messages (\(samples) samples, 10 nodes, \(seconds) s each) parsed+aggregated+stored to \(path) in \(Int(elapsed * 1000)) ms on one core")
+
+default:
+    fail("unknown command \(args[1])")
+}
