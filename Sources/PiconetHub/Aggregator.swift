@@ -358,7 +358,8 @@ struct NodeState {
             breakContinuity()
         }
         estimateClock(arrivalDelta, c)
-        let latencyMs = Double(arrivalDelta - (offset ?? arrivalDelta)) / 1e6
+        // Wrapping: a lying node's timestamps may make this garbage, never a trap.
+        let latencyMs = Double(arrivalDelta &- (offset ?? arrivalDelta)) / 1e6
         record(second: NodeState.second(of: now), now: now) { b in
             b.batchesReceived += 1
             b.batchesExpected += expectedDelta

@@ -198,8 +198,10 @@ public struct WindowStats: Equatable, Sendable {
 
 /// Heart-rate zone 0…5 of `bpm` for a maximum heart rate: 10 % bands from 50 % up.
 public func heartRateZone(bpm: Double, maximum: Double) -> Int {
-    guard maximum > 0 else { return 0 }
+    guard maximum > 0, bpm.isFinite else { return 0 }
     let fraction = bpm / maximum
-    if fraction < 0.5 { return 0 }
-    return min(5, Int(((fraction - 0.5) * 10).rounded(.down)) + 1)
+    if !(fraction >= 0.5) { return 0 }
+    // Checked before converting: a tiny configured maximum must not overflow Int.
+    if fraction >= 0.9 { return 5 }
+    return Int(((fraction - 0.5) * 10).rounded(.down)) + 1
 }

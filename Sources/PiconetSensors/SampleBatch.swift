@@ -61,6 +61,7 @@ public struct SampleBatch: WireCodable, Equatable, Sendable {
     static func offsetMillis(_ t: Instant, from base: Instant) -> UInt16 {
         let ns = (t - base).nanoseconds
         if ns <= 0 { return 0 }
+        if ns >= Int64(UInt16.max) * 1_000_000 { return .max }
         let ms = (ns + 500_000) / 1_000_000
         return ms >= Int64(UInt16.max) ? .max : UInt16(ms)
     }

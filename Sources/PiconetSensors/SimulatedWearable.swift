@@ -96,6 +96,8 @@ public struct WearableProfile: Equatable, Sendable {
 /// components smaller), per-stride tempo jitter and sensor noise; `stepsTaken` is the
 /// ground truth for tests. Same seed, same start, same calls → same samples.
 public struct SimulatedWearable: SampleSource {
+    /// The simulated person and sensor. `SimulatedWearable.init` clamps values to sane ranges
+    /// (resting 30–120 bpm, maximum ≤ 230, motion 1–1000 Hz), so no setting can make it trap.
     public struct Configuration: Equatable, Sendable {
         public var profile: WearableProfile = .workout
         public var motionHertz: Double = SampleRate.defaultMotionHertz
@@ -127,14 +129,26 @@ public struct SimulatedWearable: SampleSource {
     public var currentHeartRate: Double { heartRate }
 
     public init(seed: UInt64, start: Instant, configuration: Configuration = Configuration()) {
+        // Configuration comes from users (flags, files): keep it physiological and finite.
+        var configuration = configuration
+        let d = Configuration()
+        func sane(_ v: Double, _ range: ClosedRange<Double>, _ fallback: Double) -> Double {
+            v.isFinite ? min(max(v, range.lowerBound), range.upperBound) : fallback
+        }
+        configuration.restingHeartRate = sane(configuration.restingHeartRate, 30...120, d.restingHeartRate)
+        configuration.maximumHeartRate = sane(configuration.maximumHeartRate, configuration.restingHeartRate + 20...230,
+                                              d.maximumHeartRate)
+        configuration.rrNoise = sane(configuration.rrNoise, 0...100, d.rrNoise)
+        configuration.accelNoise = sane(configuration.accelNoise, 0...2000, d.accelNoise)
+        configuration.motionHertz = sane(configuration.motionHertz, 1...1000, d.motionHertz)
+        if configuration.profile.segments.isEmpty { configuration.profile = d.profile }
         self.configuration = configuration
         self.start = start
         rng = SeededRandom(seed: seed)
         heartRate = configuration.restingHeartRate
         nextBeat = start + .milliseconds(Int64(60_000 / configuration.restingHeartRate))
         nextReport = start + .seconds(1)
-        let hz = configuration.motionHertz > 0 ? min(configuration.motionHertz, 1000) : SampleRate.defaultMotionHertz
-        motionPeriod = .nanoseconds(Int64(1e9 / hz))
+        motionPeriod = .nanoseconds(Int64(1e9 / configuration.motionHertz))
         nextMotion = start
     }
 

@@ -3,8 +3,9 @@
 //   piconet-store-tool write-until-killed DB      append one batch per transaction forever,
 //                                                 printing "committed N" after each commit
 //                                                 (the crash test kills it with SIGKILL)
-//   piconet-store-tool ingest-bench [SECONDS] [DB] hub ingest on one core: frames parsed +
-//                                                 aggregated + stored; prints one bench row
+//   piconet-store-tool ingest-bench STAGE SECONDS DB  hub ingest on one core (STAGE: parse,
+//                                                 aggregate, store); prints messages/s
+//   piconet-store-tool export-frames SECONDS FILE  the same messages as text, for baselines
 //
 // Executables may read the clock and use Glibc; the libraries below do not.
 import Glibc
@@ -58,7 +59,7 @@ func simulatedFrames(nodes: Int, seconds: Int) -> [(node: NodeID, frame: [UInt8]
 }
 
 let args = CommandLine.arguments
-guard args.count >= 2 else { fail("usage: piconet-store-tool write-until-killed DB | ingest-bench [SECONDS] [DB]") }
+guard args.count >= 2 else { fail("usage: piconet-store-tool write-until-killed DB | ingest-bench STAGE SECONDS DB | export-frames SECONDS FILE") }
 
 switch args[1] {
 case "write-until-killed":
@@ -83,32 +84,53 @@ case "write-until-killed":
     }
 
 case "ingest-bench":
-    let seconds = args.count > 2 ? Int(args[2]) ?? 60 : 60
-    let path = args.count > 3 ? args[3] : ":memory:"
+    // ingest-bench STAGE SECONDS DB: STAGE is parse (frames parsed only), aggregate (parsed +
+    // aggregated) or store (parsed + aggregated + written, one transaction per second of data).
+    guard args.count == 5, let seconds = Int(args[3]), ["parse", "aggregate", "store"].contains(args[2]) else {
+        fail("usage: piconet-store-tool ingest-bench parse|aggregate|store SECONDS DB")
+    }
+    let stage = args[2], path = args[4]
     let frames = simulatedFrames(nodes: 10, seconds: seconds)
-    let store: HistoryStore
-    do { store = try HistoryStore(path: path) } catch { fail("\(error)") }
-    let recorder = HistoryRecorder(store: store)
+    let recorder: HistoryRecorder?
+    if stage == "store" {
+        do { recorder = HistoryRecorder(store: try HistoryStore(path: path)) } catch { fail("\(error)") }
+    } else {
+        recorder = nil
+    }
     var hub = Aggregator()
     let start = monotonicNow()
     var lastFlush = frames.first?.at ?? .zero
     var samples = 0
     for f in frames {
-        if case let .accepted(n, _) = hub.received(frame: f.frame, from: f.node, at: f.at) { samples += n }
-        // The stored row is the batch payload, re-parsed here as the runtime would from the session.
-        if let m = try? SensorMessage(frameBytes: f.frame), case let .samples(batch) = m {
-            recorder.record(StoredBatch(node: f.node.rawValue, receivedAt: f.at.nanoseconds, batch: batch))
+        if stage == "parse" {
+            if let m = try? SensorMessage(frameBytes: f.frame), case let .samples(b) = m { samples += b.samples.count }
+            continue
         }
+        // The runtime parses once and hands the message to both the aggregator and the recorder.
+        guard let m = try? SensorMessage(frameBytes: f.frame) else { continue }
+        if case let .accepted(n, _) = hub.received(m, from: f.node, at: f.at) { samples += n }
+        guard let recorder, case let .samples(batch) = m else { continue }
+        recorder.record(StoredBatch(node: f.node.rawValue, receivedAt: f.at.nanoseconds, batch: batch))
         if f.at - lastFlush >= .seconds(1) {
             lastFlush = f.at
             if let e = recorder.flush() { fail("\(e)") }
         }
     }
-    if let e = recorder.flush() { fail("\(e)") }
+    if let e = recorder?.flush() { fail("\(e)") }
     let elapsed = (monotonicNow() - start).seconds
-    let rate = Double(frames.count) / elapsed
-    // One bench row: name, value, unit, notes.
-    writeLine(1, "hub-ingest\t\(Int(rate))\tmessages/s\t\(frames.count) sample messages (\(samples) samples, 10 nodes, \(seconds) s each) parsed+aggregated+stored to \(path) in \(Int(elapsed * 1000)) ms on one core")
+    // stdout: messages/s; stderr: what was measured.
+    writeLine(1, "\(Int(Double(frames.count) / elapsed))")
+    writeLine(2, "\(stage): \(frames.count) sample messages (\(samples) samples, 10 nodes × \(seconds) s) in \(Int(elapsed * 1000)) ms")
+
+case "export-frames":
+    // export-frames SECONDS FILE: the same messages, one line each: node, arrival ns, hex frame (for baselines).
+    guard args.count == 4, let seconds = Int(args[2]) else { fail("usage: piconet-store-tool export-frames SECONDS FILE") }
+    guard let file = fopen(args[3], "w") else { fail("cannot write \(args[3])") }
+    for f in simulatedFrames(nodes: 10, seconds: seconds) {
+        let hex = f.frame.map { b -> String in let h = String(b, radix: 16); return h.count == 1 ? "0" + h : h }.joined()
+        fputs("\(f.node.rawValue) \(f.at.nanoseconds) \(hex)\n", file)
+    }
+    fclose(file)
 
 default:
     fail("unknown command \(args[1])")

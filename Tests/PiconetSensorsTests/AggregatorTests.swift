@@ -308,3 +308,12 @@ extension Double {
         self = sum
     }
 }
+
+@Suite struct AggregatorConfigurationTests {
+    @Test func zonesNeverTrapOnOddMaximums() {
+        #expect(heartRateZone(bpm: 120, maximum: 1e-300) == 5)
+        #expect(heartRateZone(bpm: 120, maximum: .nan) == 0)
+        #expect(heartRateZone(bpm: .infinity, maximum: 190) == 0)
+        #expect(heartRateZone(bpm: 120, maximum: 0) == 0)
+    }
+}

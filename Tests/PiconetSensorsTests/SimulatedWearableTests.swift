@@ -95,3 +95,20 @@ func rmssd(_ rr: [Double]) -> Double {
         #expect(WearableProfile.workout.activity(after: .seconds(100_000)) == .rest)
     }
 }
+
+@Suite struct SimulatedWearableConfigurationTests {
+    @Test func absurdConfigurationIsClampedNotFatal() {
+        var c = SimulatedWearable.Configuration()
+        c.restingHeartRate = 0
+        c.maximumHeartRate = .nan
+        c.rrNoise = .infinity
+        c.motionHertz = -3
+        c.profile = WearableProfile(name: "empty", segments: [])
+        var w = SimulatedWearable(seed: 1, start: .zero, configuration: c)
+        #expect(w.configuration.restingHeartRate == 30)
+        #expect(w.configuration.motionHertz == 1)
+        let s = w.samples(upTo: .zero + .seconds(10))
+        #expect(motions(s).count == 11, "1 Hz motion from 0 s to 10 s inclusive")
+        #expect(heartRates(s).allSatisfy { $0.measurement.bpm >= 25 && $0.measurement.bpm <= 250 })
+    }
+}
