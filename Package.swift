@@ -36,6 +36,8 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-argument-parser.git", from: "1.8.2"),
         .package(url: "https://github.com/groue/GRDB.swift.git", from: "7.10.0"),
         .package(url: "https://github.com/apple/swift-numerics.git", from: "1.1.1"),
+        .package(url: "https://github.com/hummingbird-project/hummingbird.git", from: "2.28.1"),
+        .package(url: "https://github.com/swift-server/swift-prometheus.git", from: "2.4.1"),
     ],
     targets: [
         // OS edge: C libraries.
@@ -83,6 +85,12 @@ let package = Package(
                                "PiconetSensors", "PiconetHub"],
                 swiftSettings: swift6),
 
+        // Hub's HTTP face (runtime level: Hummingbird + Prometheus; only the hub links it).
+        .target(name: "PiconetHubServer",
+                dependencies: [.product(name: "Hummingbird", package: "hummingbird"),
+                               .product(name: "Prometheus", package: "swift-prometheus")],
+                swiftSettings: swift6),
+
         // Executables.
         .executableTarget(name: "piconet",
                           dependencies: ["PiconetRuntime",
@@ -110,6 +118,9 @@ let package = Package(
         // Store crash-test child and hub ingest benchmark (the test finds it beside the test bundle).
         .executableTarget(name: "piconet-store-tool", dependencies: ["PiconetStore", "PiconetHub", "PiconetSensors"],
                           swiftSettings: swift6),
+        .testTarget(name: "PiconetHubServerTests",
+                    dependencies: ["PiconetHubServer", .product(name: "HummingbirdTesting", package: "hummingbird")],
+                    swiftSettings: swift6),
         .testTarget(name: "PiconetLightsTests",
                     dependencies: ["PiconetLights", "PiconetIndicators", "PiconetPosix", "PiconetRuntime", "PiconetTestSupport"],
                     swiftSettings: swift6),

@@ -1,0 +1,185 @@
+import Hummingbird
+import Prometheus
+import Synchronization
+
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
+import Foundation
+#endif
+
+/// The hub's HTTP face: JSON API, live page (server-sent events) and
+/// Prometheus metrics, served by Hummingbird from `HubFeed` snapshots.
+///
+/// Routes:
+/// - `GET /` — the live page (plots per node, updated by `/events`)
+/// - `GET /events` — `text/event-stream`, one `data:` line of snapshot JSON per update
+/// - `GET /api/nodes` — every node's aggregates (no series)
+/// - `GET /api/nodes/{id}/series?window=10s|60s|session` — one node's recent series
+/// - `GET /metrics` — Prometheus text format
+/// - `GET /healthz` — `ok`
+public struct HubHTTPServer: Sendable {
+    public let feed: HubFeed
+    let metrics: HubMetrics
+
+    public init(feed: HubFeed) {
+        self.feed = feed
+        metrics = HubMetrics()
+    }
+
+    /// The router; exposed so tests can drive it without a socket.
+    public func makeRouter() -> Router<BasicRequestContext> {
+        let router = Router()
+        let feed = self.feed
+        let metrics = self.metrics
+        router.get("/") { _, _ in
+            Response(status: .ok, headers: [.contentType: "text/html; charset=utf-8"],
+                     body: .init(byteBuffer: ByteBuffer(string: LivePage.html)))
+        }
+        router.get("/healthz") { _, _ in "ok" }
+        router.get("/api/nodes") { _, _ in
+            let nodes = feed.snapshot.nodes.map { n -> NodeSnapshot in var c = n; c.series = []; return c }
+            return try jsonResponse(nodes)
+        }
+        router.get("/api/nodes/:id/series") { request, context in
+            let id = try context.parameters.require("id")
+            guard let node = feed.snapshot.nodes.first(where: { $0.id == id }) else {
+                return try jsonResponse(APIError(error: "no node with id \(id)"), status: .notFound)
+            }
+            let windowText = request.uri.queryParameters.get("window") ?? "60s"
+            guard let window = SeriesWindow(windowText) else {
+                return try jsonResponse(APIError(error: "window must be 10s, 60s or session, not \(windowText)"),
+                                        status: .badRequest)
+            }
+            let newest = node.series.last?.t ?? 0
+            let points = node.series.filter { window.seconds == nil || $0.t >= newest - window.seconds! }
+            return try jsonResponse(SeriesResponse(id: node.id, window: windowText, points: points))
+        }
+        router.get("/events") { _, _ in
+            guard let stream = feed.subscribe() else {
+                return Response(status: .serviceUnavailable,
+                                body: .init(byteBuffer: ByteBuffer(string: "too many live viewers\n")))
+            }
+            return Response(
+                status: .ok,
+                headers: [.contentType: "text/event-stream", .cacheControl: "no-cache"],
+                body: ResponseBody { writer in
+                    let encoder = JSONEncoder()
+                    for await snapshot in stream {
+                        let json = try encoder.encode(snapshot)
+                        var buf = ByteBuffer(string: "data: ")
+                        buf.writeBytes(json)
+                        buf.writeString("\n\n")
+                        try await writer.write(buf)
+                    }
+                    try await writer.finish(nil)
+                })
+        }
+        router.get("/metrics") { _, _ in
+            let text = metrics.render(feed.snapshot)
+            return Response(status: .ok, headers: [.contentType: "text/plain; version=0.0.4"],
+                            body: .init(byteBuffer: ByteBuffer(bytes: text)))
+        }
+        return router
+    }
+
+    /// Serves on `host:port` until the surrounding task is cancelled.
+    public func run(host: String, port: Int) async throws {
+        let app = Application(router: makeRouter(),
+                              configuration: .init(address: .hostname(host, port: port), serverName: "piconet-hub"))
+        try await app.run()
+    }
+}
+
+struct APIError: Codable { var error: String }
+struct SeriesResponse: Codable { var id: String; var window: String; var points: [SeriesPoint] }
+
+enum SeriesWindow {
+    case tenSeconds, sixtySeconds, session
+    init?(_ text: String) {
+        switch text {
+        case "10s": self = .tenSeconds
+        case "60s": self = .sixtySeconds
+        case "session": self = .session
+        default: return nil
+        }
+    }
+    var seconds: Double? {
+        switch self {
+        case .tenSeconds: return 10
+        case .sixtySeconds: return 60
+        case .session: return nil
+        }
+    }
+}
+
+func jsonResponse<T: Encodable>(_ value: T, status: HTTPResponse.Status = .ok) throws -> Response {
+    let encoder = JSONEncoder()
+    encoder.outputFormatting = [.sortedKeys]
+    let data = try encoder.encode(value)
+    return Response(status: status, headers: [.contentType: "application/json"],
+                    body: .init(byteBuffer: ByteBuffer(bytes: data)))
+}
+
+/// Prometheus gauges per node, kept in step with the snapshot at scrape time.
+/// Nodes that left the snapshot are unregistered so the exposition stays bounded.
+final class HubMetrics: Sendable {
+    let registry = PrometheusCollectorRegistry()
+    private let perNode = Mutex<[String: (bpm: Gauge, loss: Gauge, rmssd: Gauge, steps: Gauge, connected: Gauge)]>([:])
+    private let messages: Counter
+    private let rejected: Counter
+    /// Counters only go up: the last totals seen, to add the difference.
+    private let lastTotals = Mutex<(messages: UInt64, rejected: UInt64)>((0, 0))
+    private let nodesConnected: Gauge
+
+    init() {
+        messages = registry.makeCounter(name: "piconet_hub_messages_total",
+                                        help: "Sample messages accepted by the hub since it started.")
+        rejected = registry.makeCounter(name: "piconet_hub_rejected_total",
+                                        help: "Messages or samples rejected as malformed or implausible.")
+        nodesConnected = registry.makeGauge(name: "piconet_hub_nodes_connected", help: "Nodes currently connected.")
+    }
+
+    func render(_ snapshot: HubSnapshot) -> [UInt8] {
+        lastTotals.withLock { last in
+            if snapshot.hub.messagesTotal > last.messages {
+                messages.increment(by: Int64(snapshot.hub.messagesTotal - last.messages))
+                last.messages = snapshot.hub.messagesTotal
+            }
+            if snapshot.hub.rejectedTotal > last.rejected {
+                rejected.increment(by: Int64(snapshot.hub.rejectedTotal - last.rejected))
+                last.rejected = snapshot.hub.rejectedTotal
+            }
+        }
+        nodesConnected.set(to: Double(snapshot.nodes.filter { $0.state == "connected" }.count))
+        perNode.withLock { table in
+            let live = Set(snapshot.nodes.map(\.id))
+            for (id, g) in table where !live.contains(id) {
+                for gauge in [g.bpm, g.loss, g.rmssd, g.steps, g.connected] { registry.unregisterGauge(gauge) }
+                table[id] = nil
+            }
+            for n in snapshot.nodes {
+                let g = table[n.id] ?? {
+                    let labels = [("node", n.name), ("id", n.id)]
+                    return (registry.makeGauge(name: "piconet_node_heart_rate_bpm", labels: labels,
+                                               help: "Latest heart rate of the node (beats per minute)."),
+                            registry.makeGauge(name: "piconet_node_loss_ratio", labels: labels,
+                                               help: "Fraction of the node's sample messages lost (0..1)."),
+                            registry.makeGauge(name: "piconet_node_rmssd_ms", labels: labels,
+                                               help: "RMSSD of RR intervals over the last 60 s (ms)."),
+                            registry.makeGauge(name: "piconet_node_steps", labels: labels,
+                                               help: "Steps counted this session."),
+                            registry.makeGauge(name: "piconet_node_connected", labels: labels,
+                                               help: "1 when the node's session is connected."))
+                }()
+                table[n.id] = g
+                g.bpm.set(to: n.bpm ?? .nan)
+                g.loss.set(to: n.loss)
+                g.rmssd.set(to: n.rmssd ?? .nan)
+                g.steps.set(Double(n.steps))
+                g.connected.set(to: n.state == "connected" ? 1 : 0)
+            }
+        }
+        return registry.emitToBuffer()
+    }
+}

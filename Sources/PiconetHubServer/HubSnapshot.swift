@@ -1,0 +1,96 @@
+/// What the hub shows: an immutable, `Sendable` picture of every node,
+/// published by the hub's loop thread and read by the HTTP server's threads.
+///
+/// The aggregator (PiconetHub, pure and loop-bound) is never touched from
+/// HTTP threads: the hub copies what it shows into a snapshot once per
+/// refresh and publishes it through `HubFeed`.
+public struct HubSnapshot: Sendable, Codable, Equatable {
+    public var generatedAt: Double          // seconds since the Unix epoch
+    public var hub: HubInfo
+    public var nodes: [NodeSnapshot]
+
+    public init(generatedAt: Double, hub: HubInfo, nodes: [NodeSnapshot]) {
+        self.generatedAt = generatedAt
+        self.hub = hub
+        self.nodes = nodes
+    }
+
+    public static let empty = HubSnapshot(generatedAt: 0, hub: HubInfo(), nodes: [])
+}
+
+/// Hub-wide counters.
+public struct HubInfo: Sendable, Codable, Equatable {
+    public var name: String = "hub"
+    public var messagesTotal: UInt64 = 0
+    public var rejectedTotal: UInt64 = 0
+    public var storeHealthy: Bool = true
+    public var storeMessage: String?
+
+    public init(name: String = "hub", messagesTotal: UInt64 = 0, rejectedTotal: UInt64 = 0,
+                storeHealthy: Bool = true, storeMessage: String? = nil) {
+        self.name = name
+        self.messagesTotal = messagesTotal
+        self.rejectedTotal = rejectedTotal
+        self.storeHealthy = storeHealthy
+        self.storeMessage = storeMessage
+    }
+}
+
+/// One node's aggregates. Units are in the names: bpm, ms, ratio 0...1,
+/// steps per minute, seconds since the Unix epoch for `lastSeen`.
+public struct NodeSnapshot: Sendable, Codable, Equatable {
+    public var id: String
+    public var name: String
+    /// notConnected / connecting / connected
+    public var state: String
+    public var bpm: Double?
+    public var min: Double?
+    public var avg: Double?
+    public var max: Double?
+    public var rmssd: Double?
+    public var sdnn: Double?
+    /// Motion activity level (0 rest ... 1 running), or nil before any motion.
+    public var activity: Double?
+    public var steps: Int
+    public var cadence: Double?
+    public var loss: Double
+    public var latencyMs: Double?
+    public var lastSeen: Double?
+    /// Recent series for the live page and `/api/nodes/{id}/series`.
+    public var series: [SeriesPoint]
+
+    public init(id: String, name: String, state: String, bpm: Double? = nil, min: Double? = nil,
+                avg: Double? = nil, max: Double? = nil, rmssd: Double? = nil, sdnn: Double? = nil,
+                activity: Double? = nil, steps: Int = 0, cadence: Double? = nil, loss: Double = 0,
+                latencyMs: Double? = nil, lastSeen: Double? = nil, series: [SeriesPoint] = []) {
+        self.id = id
+        self.name = name
+        self.state = state
+        self.bpm = bpm
+        self.min = min
+        self.avg = avg
+        self.max = max
+        self.rmssd = rmssd
+        self.sdnn = sdnn
+        self.activity = activity
+        self.steps = steps
+        self.cadence = cadence
+        self.loss = loss
+        self.latencyMs = latencyMs
+        self.lastSeen = lastSeen
+        self.series = series
+    }
+}
+
+/// One point of a node's series: time (s since the Unix epoch), bpm, activity.
+public struct SeriesPoint: Sendable, Codable, Equatable {
+    public var t: Double
+    public var bpm: Double?
+    public var activity: Double?
+
+    public init(t: Double, bpm: Double?, activity: Double?) {
+        self.t = t
+        self.bpm = bpm
+        self.activity = activity
+    }
+}
