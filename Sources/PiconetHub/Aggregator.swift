@@ -124,7 +124,8 @@ public struct GroupStats: Equatable, Sendable {
 /// Samples are placed on the hub's timeline through the node's clock offset (hub − node,
 /// estimated as the minimum of arrival − sentAt over recent batches, so it includes the
 /// path's minimum one-way delay). Latency is the delay above that minimum.
-/// Loss is from sequence gaps per epoch (see `SequenceTracker`). RR successive differences
+/// Loss is from sequence gaps per epoch (see `SequenceTracker`); a node's reliable summary
+/// tells the last number sent, so a lost tail counts too. RR successive differences
 /// and step intervals are only taken within contiguous batches, so loss does not inflate
 /// RMSSD or distort cadence; steps inside lost batches are not seen (`steps` counts detected
 /// steps, the loss ratio says how much data was missing).
@@ -325,6 +326,8 @@ struct NodeState {
         switch message {
         case let .summary(s):
             summary = s
+            let grew = tracker.summary(lastSequence: s.lastSequence, epoch: s.epoch)
+            if grew > 0 { record(second: NodeState.second(of: now), now: now) { $0.batchesExpected += grew } }
             return .summary
         case let .samples(batch):
             return ingest(batch, at: now, c)

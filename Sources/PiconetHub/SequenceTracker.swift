@@ -88,6 +88,21 @@ public struct SequenceTracker: Equatable, Sendable {
         return (.late, 0)
     }
 
+    /// Learns the node's last sent number from its reliable summary, so batches lost at the
+    /// tail of the stream count as lost before anything newer arrives. Batches still in flight
+    /// then arrive as `.late` and are received after all. Returns how much `expected` grew.
+    @discardableResult
+    public mutating func summary(lastSequence: UInt32, epoch e: UInt16) -> Int {
+        guard let current = epoch, e == current else { return 0 }
+        let distance = Int32(bitPattern: lastSequence &- highest)
+        guard distance > 0, UInt32(distance) <= SequenceTracker.maximumJump else { return 0 }
+        let d = UInt32(distance)
+        seen = d >= 64 ? 0 : seen << UInt64(d)
+        highest = lastSequence
+        epochExpected += Int(d)
+        return Int(d)
+    }
+
     private mutating func start(epoch e: UInt16, sequence: UInt32, fromZero: Bool) {
         epoch = e
         highest = sequence

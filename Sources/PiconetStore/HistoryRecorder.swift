@@ -63,6 +63,16 @@ public final class HistoryRecorder {
         pendingAggregates.append(aggregate)
     }
 
+    /// Queues the 10 s, 60 s and session windows of each snapshot, stamped with wall-clock `at`
+    /// (ns since the Unix epoch): what the runtime calls every few seconds.
+    public func record(_ snapshots: [NodeSnapshot], at: Int64) {
+        for snap in snapshots {
+            for w in AggregationWindow.allCases {
+                record(StoredAggregate(node: snap.id.rawValue, at: at, stats: snap.stats(w)))
+            }
+        }
+    }
+
     /// Writes everything queued. Returns the error that sent the recorder to memory, if any.
     @discardableResult
     public func flush() -> StoreError? {

@@ -317,3 +317,34 @@ extension Double {
         #expect(heartRateZone(bpm: 120, maximum: 0) == 0)
     }
 }
+
+@Suite struct SummaryTests {
+    @Test func aSummaryRevealsALostTail() throws {
+        var hub = Aggregator()
+        var node = FakeNode(id: "tail")
+        for i in 0..<10 {
+            let now = t(Double(i))
+            hub.received(frame: node.frame([node.hr(70, at: now)], at: now), from: node.id, at: now)
+        }
+        // Batches 10…12 are sent but lost; 13 is still in flight when the summary comes.
+        var frames: [[UInt8]] = []
+        for i in 10..<14 { frames.append(node.frame([node.hr(70, at: t(Double(i)))], at: t(Double(i)))) }
+        let summary = NodeSummary(epoch: node.epoch, sentAt: t(14), batchesSent: 14, lastSequence: 13, bpm: 70)
+        #expect(hub.received(frame: SensorMessage.summary(summary).frameBytes(), from: node.id, at: t(14)) == .summary)
+        var snap = try #require(hub.snapshot(of: node.id, at: t(14)))
+        #expect(snap.batchesLost == 4)
+        #expect(snap.latestSummary == summary)
+        // The straggler lands after all: three stay lost.
+        #expect(hub.received(frame: frames[3], from: node.id, at: t(14.5)) == .accepted(samples: 1, rejectedSamples: 0))
+        snap = try #require(hub.snapshot(of: node.id, at: t(15)))
+        #expect(snap.batchesLost == 3)
+        #expect(snap.session.batchesExpected == 14 && snap.session.batchesReceived == 11)
+        // A summary from another epoch or behind the stream changes nothing.
+        var other = summary
+        other.epoch = 99
+        hub.received(.summary(other), from: node.id, at: t(16))
+        hub.received(.summary(NodeSummary(epoch: node.epoch, sentAt: t(16), batchesSent: 3, lastSequence: 2, bpm: 70)),
+                     from: node.id, at: t(16))
+        #expect(hub.snapshot(of: node.id, at: t(16))?.batchesLost == 3)
+    }
+}

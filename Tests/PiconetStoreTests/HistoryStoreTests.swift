@@ -92,6 +92,23 @@ func someAggregate(node: String, at: Int64) -> StoredAggregate {
         #expect(try capped.batches(node: "n1").batches.map(\.receivedAt) == rows.suffix(10).map(\.receivedAt))
     }
 
+    @Test func recorderStoresSnapshotsOfEveryWindow() throws {
+        let recorder = HistoryRecorder(store: try HistoryStore(path: ":memory:"))
+        var hub = Aggregator()
+        for b in sampleBatches(count: 30, node: "x") { hub.received(.samples(b.batch), from: "x", at: b.batch.sentAt) }
+        let now = Instant(nanoseconds: 3_000_000_000)
+        recorder.record(hub.snapshots(at: now), at: 77)
+        #expect(recorder.flush() == nil)
+        #expect(recorder.mode == .persisting)
+        let store = try #require(recorder.store)
+        for w in AggregationWindow.allCases {
+            let rows = try store.aggregates(node: "x", window: w)
+            #expect(rows.count == 1)
+            #expect(rows.first?.stats == hub.stats(for: "x", window: w, at: now), "\(w)")
+        }
+        #expect(recorder.statusLine.contains("3 rows written"))
+    }
+
     @Test func anUnwritablePathIsAClearError() {
         do {
             _ = try HistoryStore(path: "/nonexistent-piconet-dir/history.sqlite")
