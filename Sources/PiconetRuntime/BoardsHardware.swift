@@ -77,28 +77,54 @@ public final class BoardLights {
 
     /// Requests every LED line (dark) and the button line, with consumer "piconet".
     /// Any failure releases what was taken and throws the one-line error.
-    public init(profile: BoardProfile, loop: EventLoop, log: @escaping (String) -> Void) throws(LightsError) {
-        self.profile = profile
-        self.log = log
+    /// A profile without a GPIO chip gets a simulated status LED that reports to `log`.
+    public convenience init(profile: BoardProfile, loop: EventLoop, log: @escaping (String) -> Void) throws(LightsError) {
+        guard let label = profile.gpioChip else {
+            self.init(simulating: profile, loop: loop, log: log)
+            return
+        }
+        let chip = try GPIOChip(label: label)
         var lines: [LightRole: LineOutput] = [:]
         var outputs: [GPIOOutputLine] = []
-        if let label = profile.gpioChip {
-            let chip = try GPIOChip(label: label)
-            for led in profile.leds {
-                let out = try chip.requestOutput(line: led.line, activeLow: led.activeLow)
-                outputs.append(out)
-                lines[led.role] = out
-            }
-            if let b = profile.button {
-                button = try chip.requestButton(line: b.line, activeLow: b.activeLow, bias: b.bias)
-            }
-            self.chip = chip
-        } else {
-            lines[.status] = SimulatedLine(name: "status", log: log)
-            chip = nil
+        for led in profile.leds {
+            let out = try chip.requestOutput(line: led.line, activeLow: led.activeLow)
+            outputs.append(out)
+            lines[led.role] = out
         }
+        var button: GPIOButtonLine?
+        if let b = profile.button {
+            button = try chip.requestButton(line: b.line, activeLow: b.activeLow, bias: b.bias)
+        }
+        self.init(profile: profile, chip: chip, outputs: outputs, button: button,
+                  driver: LightsDriver(loop: loop, outputs: lines), log: log)
+    }
+
+    /// No GPIO: a simulated status LED whose changes go to `log`.
+    public convenience init(simulating profile: BoardProfile, loop: EventLoop, log: @escaping (String) -> Void) {
+        self.init(profile: profile, chip: nil, outputs: [], button: nil,
+                  driver: LightsDriver(loop: loop, outputs: [.status: SimulatedLine(name: "status", log: log)]), log: log)
+    }
+
+    private init(profile: BoardProfile, chip: GPIOChip?, outputs: [GPIOOutputLine], button: GPIOButtonLine?,
+                 driver: LightsDriver, log: @escaping (String) -> Void) {
+        self.profile = profile
+        self.chip = chip
         self.outputs = outputs
-        driver = LightsDriver(loop: loop, outputs: lines)
+        self.button = button
+        self.driver = driver
+        self.log = log
+    }
+
+    /// For nodes and hubs: the board's LEDs, or — when they cannot be opened — the
+    /// one-line fault reported to `log` and simulated LEDs, so the node keeps doing its job.
+    public static func openOrSimulate(profile: BoardProfile, loop: EventLoop,
+                                      log: @escaping (String) -> Void) -> (lights: BoardLights, fault: LightsError?) {
+        do throws(LightsError) {
+            return (try BoardLights(profile: profile, loop: loop, log: log), nil)
+        } catch {
+            log("LEDs of board '\(profile.id)' unavailable, continuing without them: \(error)")
+            return (BoardLights(simulating: profile, loop: loop, log: log), error)
+        }
     }
 
     /// Watches the button's edge events on the epoll loop; debounced presses go to `onEvent`.

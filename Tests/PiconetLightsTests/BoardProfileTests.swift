@@ -1,4 +1,5 @@
 import PiconetIndicators
+import PiconetLoop
 import PiconetLights
 import PiconetRuntime
 import PiconetTestSupport
@@ -125,3 +126,32 @@ let boardsDirectory: String = {
     }
 }
 
+
+@Suite struct BoardLightsFallbackTests {
+    @Test func theNoneBoardLogsItsLEDStates() throws {
+        let loop = VirtualLoop()
+        var log: [String] = []
+        let p = try BoardCatalog.load(path: "\(boardsDirectory)/none.json")
+        let lights = try BoardLights(profile: p, loop: loop, log: { log.append($0) })
+        lights.driver.show(.advertising)
+        loop.advance(by: .milliseconds(600))
+        lights.close()
+        #expect(log == ["led status: on", "led status: off"])
+    }
+
+    @Test func aBoardWhoseChipIsMissingKeepsGoingWithSimulatedLEDsAndReportsTheFault() throws {
+        let loop = VirtualLoop()
+        var log: [String] = []
+        var p = try BoardCatalog.load(path: "\(boardsDirectory)/pi4b.json")
+        p.gpioChip = "pinctrl-missing-in-this-test"
+        let (lights, fault) = BoardLights.openOrSimulate(profile: p, loop: loop, log: { log.append($0) })
+        guard case .chipNotFound(label: "pinctrl-missing-in-this-test", _)? = fault else {
+            Issue.record("expected chipNotFound, got \(String(describing: fault))")
+            return
+        }
+        #expect(log.first?.hasPrefix("LEDs of board 'pi4b' unavailable, continuing without them: no GPIO chip labelled") == true)
+        lights.driver.show(.paired)
+        #expect(log.last == "led status: on")
+        lights.close()
+    }
+}
