@@ -80,6 +80,7 @@ public struct MDNSBrowser {
     private var lastQuery: DNSMessage?
     private var resolveAt: Instant?
     private var resolveAttempts: [DNSName: Int] = [:]
+    private var lastResolve: Instant?
 
     public init(service: ServiceType, configuration: Configuration = Configuration(), seed: UInt64) {
         self.service = service
@@ -193,6 +194,7 @@ public struct MDNSBrowser {
         }
         if let r = resolveAt, r <= now {
             resolveAt = nil
+            lastResolve = now
             questions += resolveQuestions().filter { !questions.contains($0) }
         }
         guard !questions.isEmpty else { return actions }
@@ -257,20 +259,21 @@ public struct MDNSBrowser {
         cache[key] = e
     }
 
-    private func latest(_ name: DNSName, _ type: DNSRecordType, at now: Instant) -> [CacheEntry] {
-        cache.values.filter { $0.record.name == name && $0.record.type == type && $0.expires > now }
-            .sorted { $0.received > $1.received }
-    }
-
     /// Turns the cache into found / updated / lost events.
     private mutating func reconcile(at now: Instant) -> [Action] {
         var current: [DNSName: DiscoveredService] = [:]
-        var unresolved: [DNSName] = []
-        for e in cache.values where e.record.name == domain && e.expires > now {
+        var unresolved: Set<DNSName> = []
+        // One pass builds a by-name index, so reconciling stays linear in the cache size.
+        var byName: [DNSName: [CacheEntry]] = [:]
+        for e in cache.values where e.expires > now { byName[e.record.name, default: []].append(e) }
+        func latest(_ name: DNSName, _ type: DNSRecordType, at now: Instant) -> [CacheEntry] {
+            (byName[name] ?? []).filter { $0.record.type == type }.sorted { $0.received > $1.received }
+        }
+        for e in byName[domain] ?? [] {
             guard case let .ptr(instance) = e.record.data, instance.parent == domain else { continue }
             guard let srv = latest(instance, .srv, at: now).first,
                   case let .srv(_, _, port, target) = srv.record.data else {
-                unresolved.append(instance)
+                unresolved.insert(instance)
                 continue
             }
             let addrs = (latest(target, .a, at: now) + latest(target, .aaaa, at: now)).compactMap { e -> IPAddress? in
@@ -281,7 +284,7 @@ public struct MDNSBrowser {
                 }
             }
             guard !addrs.isEmpty else {
-                unresolved.append(instance)
+                unresolved.insert(instance)
                 continue
             }
             var info = DiscoveryInfo()
@@ -314,7 +317,8 @@ public struct MDNSBrowser {
         // Ask for missing SRV / TXT / addresses, a few times per instance.
         resolveAttempts = resolveAttempts.filter { k, _ in unresolved.contains(k) }
         if running, unresolved.contains(where: { (resolveAttempts[$0] ?? 0) < configuration.maximumResolveAttempts }), resolveAt == nil {
-            resolveAt = now + .milliseconds(20)
+            // Soon, but at most one resolve round per second.
+            resolveAt = lastResolve.map { max(now + .milliseconds(20), $0 + .seconds(1)) } ?? now + .milliseconds(20)
         }
         return actions
     }

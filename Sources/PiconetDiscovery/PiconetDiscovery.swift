@@ -1,1 +1,0 @@
-// PiconetDiscovery — see Package.swift for the layer picture.
