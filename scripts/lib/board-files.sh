@@ -1,0 +1,241 @@
+# shellcheck shell=bash
+# What scripts/flash-sd and scripts/provision install on a board, rendered in one place
+# so an SD card and a provisioned board get byte-identical files. Source after common.sh.
+#
+# The contract with the binaries (their flags are not final; this file is the contract):
+#   /usr/local/bin/piconet-<role>          the node or hub binary, 0755 root:root
+#   /etc/piconet/<role>.json               its config (render_config), 0644 root:root
+#   /etc/piconet/board.json                the board profile, copied from Boards/<id>.json, 0644
+#   /etc/piconet/boards/<id>.json          the same profile where `piconet led test` looks, 0644
+#   /etc/systemd/system/piconet-<role>.service   runs
+#                                          `/usr/local/bin/piconet-<role> --config /etc/piconet/<role>.json`
+#                                          as user piconet (groups gpio, bluetooth), Restart=on-failure
+#   /var/lib/piconet                       the service's state (identity keys), 0750 piconet:piconet
+# Config JSON (schema 1):
+#   {"schema":1, "name":NAME, "role":"node"|"hub", "service":"hr-sensor", "board":ID,
+#    "boardProfile":"/etc/piconet/board.json", "gpioChip":LABEL|null,
+#    "interfaces":{"wifi":"wlan0"|null, "bluetooth":"hci0"|null},
+#    "stateDirectory":"/var/lib/piconet", "allowList":[KEY]   (only with --hub-key)}
+
+PICONET_SERVICE_TYPE=hr-sensor
+PICONET_USER=piconet
+
+# ELF constants (System V gABI / ARM ELF ABI): e_machine values and the ARM hard-float flag.
+ELF_EM_ARM=40 ELF_EM_X86_64=62 ELF_EM_AARCH64=183 ELF_EM_386=3 ELF_EM_RISCV=243
+ELF_ARM_ABI_FLOAT_SOFT=0x200
+
+# elf_machine FILE: prints the architecture of a little-endian ELF file (aarch64, armhf,
+# armel, x86_64, i386, riscv64, or "e_machine N"), or says why it is not one and returns 1.
+# Reads only the header: magic, EI_CLASS, EI_DATA, e_machine and (32-bit ARM) e_flags.
+elf_machine() {
+  local f=$1 bytes
+  [ -f "$f" ] || { warn "binary $f: no such file"; return 1; }
+  [ -r "$f" ] || { warn "binary $f: not readable"; return 1; }
+  # One decimal per byte; a short file gives fewer fields, which the checks below catch.
+  read -r -a bytes < <(od -An -v -tu1 -N64 "$f" | tr -s ' \n' '  ')
+  if [ "${#bytes[@]}" -lt 52 ] || [ "${bytes[0]}" != 127 ] || [ "${bytes[1]}" != 69 ] \
+     || [ "${bytes[2]}" != 76 ] || [ "${bytes[3]}" != 70 ]; then
+    warn "binary $f: not an ELF file (no 0x7f 'ELF' header); give the piconet binary built for the board"
+    return 1
+  fi
+  local class=${bytes[4]} data=${bytes[5]} machine=$(( bytes[18] + 256 * bytes[19] ))
+  [ "$data" = 1 ] || { warn "binary $f: big-endian ELF; these boards run little-endian"; return 1; }
+  case "$class:$machine" in
+    2:"$ELF_EM_AARCH64") echo aarch64 ;;
+    1:"$ELF_EM_ARM")
+      # e_flags sits at offset 36 in a 32-bit header; soft-float is Debian's armel.
+      local flags=$(( bytes[36] + 256 * bytes[37] + 65536 * bytes[38] + 16777216 * bytes[39] ))
+      if (( flags & ELF_ARM_ABI_FLOAT_SOFT )); then echo armel; else echo armhf; fi ;;
+    2:"$ELF_EM_X86_64") echo x86_64 ;;
+    1:"$ELF_EM_386") echo i386 ;;
+    2:"$ELF_EM_RISCV") echo riscv64 ;;
+    *) echo "e_machine $machine ($((class * 32))-bit)" ;;
+  esac
+}
+
+# elf_arch FILE: like elf_machine, but only "aarch64" or "armhf" (what Pi OS runs) succeed.
+elf_arch() {
+  local a
+  a=$(elf_machine "$1") || return 1
+  case "$a" in
+    aarch64|armhf) echo "$a" ;;
+    armel) warn "binary $1: 32-bit ARM soft-float (armel); Pi OS needs armhf (hard-float) or aarch64"; return 1 ;;
+    *) warn "binary $1: built for $a; the board needs aarch64 or armhf"; return 1 ;;
+  esac
+}
+
+# uname_arch MACHINE: the binary architecture a `uname -m` answer runs natively.
+uname_arch() {
+  case "$1" in
+    aarch64|arm64) echo aarch64 ;;
+    armv6l|armv7l|armv8l) echo armhf ;;
+    x86_64|amd64) echo x86_64 ;;
+    i?86) echo i386 ;;
+    *) echo "$1" ;;
+  esac
+}
+
+# board_profile_file ID: path of Boards/ID.json after checking it exists and names itself ID.
+board_profile_file() {
+  local id=$1 dir=${PICONET_BOARDS:-$PICONET_ROOT/Boards}
+  if ! [[ "$id" =~ ^[a-z0-9][a-z0-9-]{0,31}$ ]] || [ ! -f "$dir/$id.json" ]; then
+    local known
+    known=$(find "$dir" -maxdepth 1 -name '*.json' -printf '%f\n' 2>/dev/null | sed 's/\.json$//' | sort | tr '\n' ' ')
+    warn "unknown board '$id' (boards in $dir: ${known:-none})"
+    return 1
+  fi
+  if ! jq -e --arg id "$id" '.schema == 1 and .id == $id' "$dir/$id.json" >/dev/null 2>&1; then
+    warn "board profile $dir/$id.json is not a schema 1 profile with id \"$id\""
+    return 1
+  fi
+  echo "$dir/$id.json"
+}
+
+# check_role ROLE / check_name NAME / check_key KEY: argument shapes, message on stderr.
+check_role() { case "$1" in node|hub) ;; *) warn "role must be node or hub, not '$1'"; return 1 ;; esac; }
+check_name() {
+  [[ "$1" =~ ^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$ ]] && return 0
+  warn "name '$1' is not a valid hostname (1-63 of a-z 0-9 -, not starting or ending with -)"
+  return 1
+}
+check_key() {
+  [[ "$1" =~ ^[A-Za-z0-9+/=_:-]{16,128}$ ]] && return 0
+  warn "hub key must be 16-128 characters of base64/hex (A-Z a-z 0-9 + / = _ : -)"
+  return 1
+}
+
+# render_config ROLE NAME BOARD_FILE [HUB_KEY] [WIFI_IFACE]: the config JSON on stdout.
+render_config() {
+  local role=$1 name=$2 board=$3 key=${4:-} wifi=${5-wlan0}
+  jq -n --arg role "$role" --arg name "$name" --arg service "$PICONET_SERVICE_TYPE" \
+        --arg key "$key" --arg wifi "$wifi" --slurpfile b "$board" '
+    {schema: 1, name: $name, role: $role, service: $service, board: $b[0].id,
+     boardProfile: "/etc/piconet/board.json", gpioChip: $b[0].gpioChip,
+     interfaces: {wifi: (if $wifi == "" then null else $wifi end), bluetooth: $b[0].bluetoothAdapter},
+     stateDirectory: "/var/lib/piconet"}
+    + (if $key == "" then {} else {allowList: [$key]} end)'
+}
+
+# render_unit ROLE BOARD_FILE: the systemd service on stdout.
+render_unit() {
+  local role=$1 board=$2 bt
+  bt=$(jq -r '.bluetoothAdapter // empty' "$board")
+  cat <<EOF
+# Written by Piconet's scripts/flash-sd or scripts/provision; rewritten on every run.
+[Unit]
+Description=Piconet $role ($(jq -r .id "$board"))
+Documentation=https://github.com/piconet/piconet
+Wants=network-online.target
+After=network-online.target${bt:+ bluetooth.target}
+
+[Service]
+Type=simple
+User=$PICONET_USER
+Group=$PICONET_USER
+# gpio: /dev/gpiochip* for the LEDs and button; bluetooth: BlueZ's D-Bus policy.
+SupplementaryGroups=gpio bluetooth
+# Raw HCI and L2CAP sockets need these; ambient so the binary keeps them without root.
+AmbientCapabilities=CAP_NET_RAW CAP_NET_ADMIN
+CapabilityBoundingSet=CAP_NET_RAW CAP_NET_ADMIN
+NoNewPrivileges=yes
+ProtectSystem=strict
+ProtectHome=yes
+PrivateTmp=yes
+StateDirectory=piconet
+StateDirectoryMode=0750
+Environment=PICONET_BOARDS=/etc/piconet/boards
+ExecStart=/usr/local/bin/piconet-$role --config /etc/piconet/$role.json
+Restart=on-failure
+RestartSec=2
+
+[Install]
+WantedBy=multi-user.target
+EOF
+}
+
+# read_psk FILE: the Wi-Fi passphrase (first line), checked for WPA2-PSK's shape.
+read_psk() {
+  local f=$1 psk
+  [ -f "$f" ] || { warn "PSK file $f: no such file"; return 1; }
+  [ -r "$f" ] || { warn "PSK file $f: not readable"; return 1; }
+  IFS= read -r psk <"$f" || [ -n "$psk" ] || { warn "PSK file $f: empty"; return 1; }
+  psk=${psk%$'\r'}
+  if [[ "$psk" =~ ^[0-9A-Fa-f]{64}$ ]] || { [ ${#psk} -ge 8 ] && [ ${#psk} -le 63 ] && [[ "$psk" =~ ^[[:print:]]+$ ]]; }; then
+    printf '%s' "$psk"
+  else
+    warn "PSK file $f: a WPA passphrase is 8-63 printable characters or 64 hex digits (got ${#psk} characters)"
+    return 1
+  fi
+}
+
+# check_ssid SSID: 1-32 bytes, no control characters (the keyfile is line-based).
+check_ssid() {
+  local n
+  n=$(printf '%s' "$1" | wc -c)
+  if [ "$n" -lt 1 ] || [ "$n" -gt 32 ] || [[ "$1" =~ [[:cntrl:]] ]]; then
+    warn "SSID must be 1-32 bytes without control characters"
+    return 1
+  fi
+}
+
+# render_nmconnection SSID PSK NAME [IFACE]: NetworkManager keyfile on stdout. The uuid is
+# derived from name and SSID so re-flashing rewrites the same connection, not a new one.
+render_nmconnection() {
+  local ssid=$1 psk=$2 name=$3 iface=${4:-wlan0} h
+  h=$(printf 'piconet-wifi\n%s\n%s' "$name" "$ssid" | sha256sum | cut -c1-32)
+  # Keyfile values are backslash-escaped; SSIDs rarely have one, but one must not break the file.
+  ssid=${ssid//\\/\\\\}; psk=${psk//\\/\\\\}
+  cat <<EOF
+[connection]
+id=piconet-wifi
+uuid=${h:0:8}-${h:8:4}-4${h:13:3}-a${h:17:3}-${h:20:12}
+type=wifi
+interface-name=$iface
+autoconnect=true
+
+[wifi]
+mode=infrastructure
+ssid=$ssid
+
+[wifi-security]
+key-mgmt=wpa-psk
+psk=$psk
+
+[ipv4]
+method=auto
+
+[ipv6]
+addr-gen-mode=default
+method=auto
+EOF
+}
+
+# check_pubkey FILE: an OpenSSH public key file, not a private key.
+check_pubkey() {
+  local f=$1
+  if [ ! -f "$f" ] || [ ! -r "$f" ]; then warn "SSH key $f: no such readable file"; return 1; fi
+  if grep -q 'PRIVATE KEY' "$f"; then warn "SSH key $f is a PRIVATE key; give the .pub file"; return 1; fi
+  grep -qE '^(ssh-(ed25519|rsa|dss)|ecdsa-sha2-[a-z0-9]+|sk-[a-z0-9@.-]+) [A-Za-z0-9+/=]+' "$f" \
+    || { warn "SSH key $f: not an OpenSSH public key line (ssh-ed25519 AAAA...)"; return 1; }
+}
+
+# stage_board_files DIR ROLE NAME BOARD_FILE BINARY [HUB_KEY] [WIFI_IFACE]: lays out, under
+# DIR, the files both scripts install, with their final modes. Prints nothing.
+stage_board_files() {
+  local dir=$1 role=$2 name=$3 board=$4 bin=$5 key=${6:-} wifi=${7-wlan0} id
+  id=$(jq -r .id "$board")
+  install -d -m 0755 "$dir/usr/local/bin" "$dir/etc/piconet/boards" "$dir/etc/systemd/system"
+  install -m 0755 "$bin" "$dir/usr/local/bin/piconet-$role"
+  render_config "$role" "$name" "$board" "$key" "$wifi" >"$dir/etc/piconet/$role.json"
+  install -m 0644 "$board" "$dir/etc/piconet/board.json"
+  install -m 0644 "$board" "$dir/etc/piconet/boards/$id.json"
+  render_unit "$role" "$board" >"$dir/etc/systemd/system/piconet-$role.service"
+  chmod 0644 "$dir/etc/piconet/$role.json" "$dir/etc/systemd/system/piconet-$role.service"
+}
+
+# board_file_modes ROLE ID: "path mode" for every staged file, for installing and verifying.
+board_file_modes() {
+  printf '%s\n' "usr/local/bin/piconet-$1 0755" "etc/piconet/$1.json 0644" \
+    "etc/piconet/board.json 0644" "etc/piconet/boards/$2.json 0644" \
+    "etc/systemd/system/piconet-$1.service 0644"
+}
