@@ -103,6 +103,14 @@ public struct ChildProcess: Sendable {
         ChildProcess(pid: try Sys.spawn(path, [path] + arguments, stdoutFD: stdout?.rawValue))
     }
 
+    /// The executable `name` in the same directory as the running one (how tests find
+    /// `piconet-loop-probe` next to the test bundle), nil if it is not there.
+    public static func siblingExecutable(named name: String) -> String? {
+        guard let me = Sys.executablePath(), let slash = me.lastIndex(of: "/") else { return nil }
+        let path = String(me[..<slash]) + "/" + name
+        return Sys.isExecutable(path) ? path : nil
+    }
+
     public func send(_ signal: Signal) throws(IOError) { try Sys.kill(pid, signal.rawValue) }
 
     /// Blocks until the child ends.
@@ -121,4 +129,18 @@ public func currentThreadID() -> Int { Sys.threadID() }
 /// Only the runtime edge reads it; everything below gets `now` passed in.
 public enum MonotonicClock {
     public static func now() -> Instant { Instant(nanoseconds: Sys.monotonicNanoseconds()) }
+}
+
+/// Typed errno constants for the values Piconet reacts to (and tests inject).
+public struct Errno: RawRepresentable, Hashable, Sendable {
+    public let rawValue: Int32
+    public init(rawValue: Int32) { self.rawValue = rawValue }
+    public static let interrupted = Errno(rawValue: EINTR)
+    public static let wouldBlock = Errno(rawValue: EAGAIN)
+    public static let connectionRefused = Errno(rawValue: ECONNREFUSED)
+    public static let connectionReset = Errno(rawValue: ECONNRESET)
+    public static let addressInUse = Errno(rawValue: EADDRINUSE)
+    public static let messageTooLong = Errno(rawValue: EMSGSIZE)
+    public static let noBufferSpace = Errno(rawValue: ENOBUFS)
+    public static let permissionDenied = Errno(rawValue: EACCES)
 }

@@ -93,8 +93,8 @@ public final class SyscallMock: Sendable {
     public func calls(named name: String) -> [Call] { calls.filter { $0.name == name } }
 
     /// Makes the next `times` calls of `name` fail with `errno` without running them.
-    public func fail(_ name: String, errno: Int32, times: Int = 1) {
-        state.withLock { $0.failures[name, default: []] += Array(repeating: errno, count: times) }
+    public func fail(_ name: String, errno: Errno, times: Int = 1) {
+        state.withLock { $0.failures[name, default: []] += Array(repeating: errno.rawValue, count: times) }
     }
 
     /// Records one call; returns an errno to fail it with, or nil to run it.
@@ -325,6 +325,20 @@ enum Sys {
         if rc != 0 { throw IOError(errno: rc, syscall: "posix_spawn") }
         return pid
     }
+
+    /// The path of the running executable. The corresponding C function is `readlink("/proc/self/exe")`.
+    static func executablePath() -> String? {
+        var buffer = [CChar](repeating: 0, count: 4096)
+        let n = buffer.withUnsafeMutableBufferPointer { p -> Int in
+            guard let base = p.baseAddress else { return -1 }
+            return Glibc.readlink("/proc/self/exe", base, p.count - 1)
+        }
+        guard n > 0 else { return nil }
+        return String(decoding: buffer[0..<n].map { UInt8(bitPattern: $0) }, as: UTF8.self)
+    }
+
+    /// Whether `path` exists and is executable. The corresponding C function is `access`.
+    static func isExecutable(_ path: String) -> Bool { Glibc.access(path, X_OK) == 0 }
 
     /// Starts a thread running `body`. The corresponding C function is `pthread_create`.
     static func startThread(_ body: @escaping @Sendable () -> Void) throws(IOError) -> pthread_t {

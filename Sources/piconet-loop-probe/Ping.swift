@@ -13,6 +13,8 @@ final class UDPPing {
     let count: Int
     var samples: [Int64] = []
     var sentAt: Int64 = 0
+    var warmUp = 1000
+    var started: Int64 = 0
     let payload = [UInt8](repeating: 0x5A, count: 64)
 
     init(loop: EpollLoop, port: UInt16, count: Int) throws {
@@ -25,11 +27,17 @@ final class UDPPing {
 
     func run() throws {
         udp.onDatagram = { [unowned self] _ in
-            samples.append(MonotonicClock.now().nanoseconds - sentAt)
+            let t = MonotonicClock.now().nanoseconds
+            if warmUp > 0 {
+                warmUp -= 1
+                if warmUp == 0 { started = t }
+                sendOne()
+                return
+            }
+            samples.append(t - sentAt)
             if samples.count == count { loop.stop() } else { sendOne() }
         }
         // A lost datagram on loopback is rare; re-send if nothing came back for a second.
-        let started = MonotonicClock.now().nanoseconds
         let watchdog = loop.scheduleRepeating(every: .seconds(1)) { [unowned self] in
             if MonotonicClock.now().nanoseconds - sentAt > 1_000_000_000 { sendOne() }
         }

@@ -1,9 +1,10 @@
 // piconet-loop-probe: a tiny EpollLoop process for tests and scripts/bench.
 //
 //   piconet-loop-probe serve              run an idle loop; SIGTERM/SIGINT → "wakeUps N", exit 0
-//   piconet-loop-probe udp-echo PORT      echo UDP datagrams on 127.0.0.1:PORT until SIGTERM
-//   piconet-loop-probe udp-ping PORT N    N sequential round trips to 127.0.0.1:PORT; prints
-//                                         "msgs_per_s P50_US P99_US" (one outstanding message)
+//   piconet-loop-probe udp-echo PORT      echo UDP datagrams on 127.0.0.1:PORT (0: any) until SIGTERM;
+//                                         prints "ready PORT"
+//   piconet-loop-probe udp-ping PORT N    1000 warm-up + N sequential round trips to 127.0.0.1:PORT;
+//                                         prints "MSGS_PER_S P50_US P99_US" (one message outstanding)
 //
 // Each mode prints "ready" once its loop is set up (signals blocked), so a parent knows
 // when a signal will be handled rather than kill it.
@@ -36,7 +37,7 @@ do {
         guard args.count == 2, let port = UInt16(args[1]) else { fail("usage: udp-echo PORT") }
         let udp = try UDPEndpoint(loop: loop, bindTo: .loopback(port: port))
         udp.onDatagram = { d in _ = try? udp.send(d.bytes, to: d.source) }
-        print("ready")
+        print("ready \(udp.localAddress.port)")
         flush()
         try loop.run()
         udp.close()

@@ -239,3 +239,13 @@ board_file_modes() {
     "etc/piconet/board.json 0644" "etc/piconet/boards/$2.json 0644" \
     "etc/systemd/system/piconet-$1.service 0644"
 }
+
+# peer_id_from_browse NAME: reads `piconet browse --json` output (one
+# {"event":"found","name":..,"info":{..}} per line, or an array) on stdin and prints the peer ID
+# of the first "found" NAME: the first of peerID/peerId/info.peer/info.peerID/info.id/id.
+# Prints nothing when NAME was not found.
+peer_id_from_browse() {
+  jq -rs --arg n "$1" '[.. | objects | select(.name? == $n and (.event? // "found") == "found")] | first
+    | if . == null then "" else (.peerID // .peerId // .info.peer // .info.peerID // .info.id // .id
+        // "(found, but no peer id in its discovery info)") end' 2>/dev/null || true
+}

@@ -1,0 +1,121 @@
+import PiconetLoop
+import PiconetPosix
+import Testing
+
+/// Whether multicast can be tested on `lo`: it needs the MULTICAST flag, which Debian's
+/// lo lacks by default. As root we switch it on (`ip link set lo multicast on`, left on:
+/// it only lets multicast loop back on this host); otherwise the test is skipped.
+func loopbackMulticastReady() -> Bool {
+    if (try? NetworkInterfaces.named("lo"))??.supportsMulticast == true { return true }
+    for ip in ["/usr/sbin/ip", "/sbin/ip"] {
+        guard let child = try? ChildProcess.spawn(ip, ["link", "set", "lo", "multicast", "on"]) else { continue }
+        _ = try? child.wait()
+        break
+    }
+    return (try? NetworkInterfaces.named("lo"))??.supportsMulticast == true
+}
+
+@Suite struct UDPEndpointTests {
+    @Test func echoOnLoopbackThroughTheLoop() throws {
+        let loop = try EpollLoop()
+        let server = try UDPEndpoint(loop: loop, bindTo: .loopback(port: 0))
+        let client = try UDPEndpoint(loop: loop, bindTo: .loopback(port: 0))
+        #expect(server.localAddress.port != 0, "port 0 must read back the real ephemeral port")
+        server.onDatagram = { d in _ = try? server.send(d.bytes, to: d.source) }
+        var echoes: [Datagram] = []
+        let messages = (0..<20).map { pattern(1 + $0 * 50, seed: UInt64($0)) }
+        client.onDatagram = { d in
+            echoes.append(d)
+            if echoes.count == messages.count { loop.stop() }
+        }
+        for m in messages { #expect(try client.send(m, to: server.localAddress) == .sent) }
+        runLoop(loop)
+        #expect(echoes.map(\.bytes) == messages)
+        let lo = try #require(try NetworkInterfaces.named("lo"))
+        #expect(echoes.allSatisfy { $0.source == server.localAddress })
+        #expect(echoes.allSatisfy { $0.interfaceIndex == lo.index })
+        #expect(echoes.allSatisfy { $0.destination == client.localAddress })
+        #expect(server.statistics.received == 20 && client.statistics.received == 20)
+        server.close()
+        client.close()
+        #expect(throws: TransportError.closed) { _ = try client.send([1], to: server.localAddress) }
+    }
+
+    @Test func oversizedDatagramsAreRefusedBeforeTheKernel() throws {
+        let loop = try EpollLoop()
+        var options = UDPEndpoint.Options()
+        options.maximumDatagramSize = 1472
+        let udp = try UDPEndpoint(loop: loop, bindTo: .loopback(port: 0), options: options)
+        #expect(throws: TransportError.messageTooLarge(size: 1473, limit: 1472)) {
+            _ = try udp.send([UInt8](repeating: 0, count: 1473), to: udp.localAddress)
+        }
+        udp.close()
+    }
+
+    @Test func truncatedDatagramsAreCountedNotDelivered() throws {
+        let loop = try EpollLoop()
+        var small = UDPEndpoint.Options()
+        small.maximumDatagramSize = 100
+        let receiver = try UDPEndpoint(loop: loop, bindTo: .loopback(port: 0), options: small)
+        let sender = try UDPEndpoint(loop: loop, bindTo: .loopback(port: 0))
+        var got: [Int] = []
+        receiver.onDatagram = { d in
+            got.append(d.bytes.count)
+            loop.stop()
+        }
+        _ = try sender.send([UInt8](repeating: 1, count: 500), to: receiver.localAddress)
+        _ = try sender.send([UInt8](repeating: 2, count: 100), to: receiver.localAddress)
+        runLoop(loop)
+        #expect(got == [100])
+        #expect(receiver.statistics.truncatedDropped == 1)
+        receiver.close()
+        sender.close()
+    }
+
+    @Test(.enabled(if: loopbackMulticastReady(),
+                   "lo has no MULTICAST flag and this user cannot set it (needs root: ip link set lo multicast on)"))
+    func multicastOnTheLoopbackInterface() throws {
+        let lo = try #require(try NetworkInterfaces.named("lo"))
+        let group = IPv4Address(239, 255, 77, 77)
+        let loop = try EpollLoop()
+        var options = UDPEndpoint.Options()
+        options.reuseAddress = true
+        options.reusePort = true
+        // Bound to the group address: only that group's traffic reaches this socket.
+        let receiver = try UDPEndpoint(loop: loop, bindTo: group.endpoint(port: 0), options: options)
+        try receiver.joinMulticastGroup(group, interfaceIndex: lo.index)
+        let sender = try UDPEndpoint(loop: loop, bindTo: .loopback(port: 0))
+        // Out of lo only, never the external interface.
+        try sender.setMulticastInterface(address: .loopback)
+        try sender.setMulticastLoop(true)
+        try sender.setMulticastTTL(1)
+        var got: [Datagram] = []
+        receiver.onDatagram = { d in
+            got.append(d)
+            loop.stop()
+        }
+        let destination = group.endpoint(port: receiver.localAddress.port)
+        #expect(try sender.send(Array("hello group".utf8), to: destination) == .sent)
+        runLoop(loop)
+        let d = try #require(got.first)
+        #expect(d.bytes == Array("hello group".utf8))
+        #expect(d.source == sender.localAddress)
+        #expect(d.interfaceIndex == lo.index)
+        #expect(d.destination == destination, "IP_PKTINFO must show the group as the destination")
+        try receiver.leaveMulticastGroup(group, interfaceIndex: lo.index)
+        receiver.close()
+        sender.close()
+    }
+
+    @Test func interfacesIncludeLoopbackWithItsAddress() throws {
+        let all = try NetworkInterfaces.list()
+        let lo = try #require(all.first { $0.name == "lo" })
+        #expect(lo.index > 0)
+        #expect(lo.flags.contains(.loopback) && lo.isUp)
+        #expect(lo.ipv4.contains { $0.address == .loopback && $0.netmask == IPv4Address(255, 0, 0, 0) })
+        #expect(lo.ipv4.first?.contains(IPv4Address(127, 1, 2, 3)) == true)
+        #expect(all.map(\.index) == all.map(\.index).sorted())
+        #expect(IPv4Address("224.0.0.251") == .mdnsGroup && IPv4Address.mdnsGroup.isMulticast)
+        #expect(IPv4Address("1.2.3") == nil && IPv4Address("1.2.3.256") == nil)
+    }
+}
