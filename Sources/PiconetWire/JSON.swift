@@ -48,6 +48,9 @@ public struct JSONObject: Equatable, Sendable {
     public init() {}
 
     public var keys: [String] { members.map(\.key) }
+
+    /// Appends without the duplicate scan; the parser has checked the key already.
+    mutating func append(_ m: Member) { members.append(m) }
     public var count: Int { members.count }
 
     /// The value for `key`; setting `nil` removes it, setting a new key appends it.
@@ -187,6 +190,8 @@ private struct JSONParser {
         if depth > maxDepth { throw .tooLong(field: "JSON nesting depth", length: depth, limit: maxDepth) }
         _ = try reader.readUInt8()  // "{"
         var o = JSONObject()
+        // A set for the duplicate check keeps a hostile object with many keys linear, not quadratic.
+        var seen: Set<String> = []
         skipWhitespace()
         if try reader.peekUInt8() == UInt8(ascii: "}") { _ = try reader.readUInt8(); return .object(o) }
         while true {
@@ -194,12 +199,12 @@ private struct JSONParser {
             guard try reader.peekUInt8() == UInt8(ascii: "\"") else { throw fail("expected a string key") }
             let keyOffset = reader.offset
             let key = try string()
-            if o[key] != nil {
+            if !seen.insert(key).inserted {
                 throw .invalidValue(field: "JSON at offset \(keyOffset)", reason: "duplicate key \"\(key)\"")
             }
             try expect(UInt8(ascii: ":"), "':' after a key")
             skipWhitespace()
-            o[key] = try value(depth: depth)
+            o.append(JSONObject.Member(key: key, value: try value(depth: depth)))
             skipWhitespace()
             let b = try reader.readUInt8()
             if b == UInt8(ascii: "}") { return .object(o) }
@@ -315,7 +320,7 @@ private struct JSONParser {
         // The grammar above admits only ASCII, so this decoding cannot fail.
         let text = String(decoding: reader.bytes[start..<end], as: UTF8.self)
         if isInteger, let i = Int64(text) { return .integer(i) }
-        guard let d = Double(text) else { throw fail("number out of range") }
+        guard let d = Double(text), d.isFinite else { throw fail("number out of range") }
         return .number(d)
     }
 }

@@ -114,3 +114,18 @@ import Testing
         #expect(JSON.array([]).kindName == "array")
     }
 }
+
+@Suite struct JSONLimitsTests {
+    @Test func hugeExponentsAreRefusedNotInfinite() throws {
+        #expect(throws: WireError.self) { _ = try JSON(parsing: "1e400") }
+        #expect(try JSON(parsing: "1e-400") == .number(0), "underflow to zero is a finite number")
+    }
+
+    @Test func manyKeysParseInLinearTime() throws {
+        // 50k distinct keys: quadratic duplicate checks would take minutes here.
+        let body = (0..<50_000).map { "\"k\($0)\":\($0)" }.joined(separator: ",")
+        let parsed = try JSON(parsing: "{" + body + "}")
+        #expect(parsed.objectValue?.count == 50_000)
+        #expect(parsed["k49999"]?.integerValue == 49_999)
+    }
+}
