@@ -111,10 +111,16 @@ public final class UDPEndpoint: DatagramEndpoint {
                                 value: Self.membership(group, interfaceIndex))
     }
 
-    private static func membership(_ group: IPv4Address, _ index: Int) -> ip_mreqn {
+    /// Joins `group` on the interface that has `interfaceAddress` (for callers that think in addresses).
+    public func joinMulticastGroup(_ group: IPv4Address, interfaceAddress: IPv4Address) throws(IOError) {
+        try Sys.setSocketOption(socket.rawValue, CInt(IPPROTO_IP), IP_ADD_MEMBERSHIP,
+                                value: Self.membership(group, 0, address: interfaceAddress))
+    }
+
+    private static func membership(_ group: IPv4Address, _ index: Int, address: IPv4Address = .any) -> ip_mreqn {
         var m = ip_mreqn()
         m.imr_multiaddr = group.inAddr
-        m.imr_address = IPv4Address.any.inAddr
+        m.imr_address = address.inAddr
         m.imr_ifindex = CInt(clamping: index)
         return m
     }
@@ -153,6 +159,55 @@ public final class UDPEndpoint: DatagramEndpoint {
         let fd = socket.rawValue
         var result: Result<IOResult<Int>, IOError> = .success(.wouldBlock)
         bytes.withUnsafeBytes { p in result = Result { () throws(IOError) in try Sys.sendto(fd, p, sa) } }
+        return try finishSend(result, size: bytes.count)
+    }
+
+    /// Sends `bytes` out of the interface with index `interfaceIndex` (IP_PKTINFO on sendmsg),
+    /// whatever the routing table or IP_MULTICAST_IF say: how an mDNS responder answers on
+    /// the interface a query came in on. Same outcomes as `send(_:to:)`. IPv4 only.
+    /// The corresponding C function is `sendmsg`.
+    public func send(_ bytes: [UInt8], to destination: EndpointAddress,
+                     interfaceIndex: Int) throws(TransportError) -> SendOutcome {
+        guard !socket.isClosed else { throw .closed }
+        guard bytes.count <= options.maximumDatagramSize else {
+            throw .messageTooLarge(size: bytes.count, limit: options.maximumDatagramSize)
+        }
+        guard var sa = SocketAddress(destination), sa.family == AF_INET else {
+            throw .system(errno: EAFNOSUPPORT, operation: "sendmsg \(destination)")
+        }
+        let fd = socket.rawValue
+        var info = in_pktinfo()
+        info.ipi_ifindex = CInt(clamping: interfaceIndex)
+        var control = [UInt8](repeating: 0, count: Int(piconet_cmsg_space(MemoryLayout<in_pktinfo>.size)))
+        var result: Result<IOResult<Int>, IOError> = .success(.wouldBlock)
+        var payload = bytes
+        payload.withUnsafeMutableBytes { data in
+            control.withUnsafeMutableBytes { ctl in
+                withUnsafeMutablePointer(to: &sa.storage) { name in
+                    var iov = iovec(iov_base: data.baseAddress, iov_len: data.count)
+                    withUnsafeMutablePointer(to: &iov) { iovp in
+                        var msg = msghdr()
+                        msg.msg_name = UnsafeMutableRawPointer(name)
+                        msg.msg_namelen = sa.length
+                        msg.msg_iov = iovp
+                        msg.msg_iovlen = 1
+                        msg.msg_control = ctl.baseAddress
+                        msg.msg_controllen = ctl.count
+                        if let h = piconet_cmsg_firsthdr(&msg), let d = piconet_cmsg_data(h) {
+                            h.pointee.cmsg_level = CInt(IPPROTO_IP)
+                            h.pointee.cmsg_type = IP_PKTINFO
+                            h.pointee.cmsg_len = MemoryLayout<cmsghdr>.size + MemoryLayout<in_pktinfo>.size
+                            UnsafeMutableRawPointer(d).storeBytes(of: info, as: in_pktinfo.self)
+                        }
+                        result = Result { () throws(IOError) in try Sys.sendmsg(fd, &msg) }
+                    }
+                }
+            }
+        }
+        return try finishSend(result, size: bytes.count)
+    }
+
+    private func finishSend(_ result: Result<IOResult<Int>, IOError>, size: Int) throws(TransportError) -> SendOutcome {
         switch result {
         case .success(.processed):
             statistics.sent += 1
@@ -162,7 +217,7 @@ public final class UDPEndpoint: DatagramEndpoint {
             if let registration { try? loop.modify(registration, interest: [.read, .write]) }
             return .wouldBlock
         case let .failure(error):
-            if error.errno == EMSGSIZE { throw .messageTooLarge(size: bytes.count, limit: options.maximumDatagramSize) }
+            if error.errno == EMSGSIZE { throw .messageTooLarge(size: size, limit: options.maximumDatagramSize) }
             throw error.transportError
         }
     }

@@ -21,7 +21,10 @@ func loopbackMulticastReady() -> Bool {
         let server = try UDPEndpoint(loop: loop, bindTo: .loopback(port: 0))
         let client = try UDPEndpoint(loop: loop, bindTo: .loopback(port: 0))
         #expect(server.localAddress.port != 0, "port 0 must read back the real ephemeral port")
-        server.onDatagram = { d in _ = try? server.send(d.bytes, to: d.source) }
+        // Answer out of the interface the datagram came in on, as an mDNS responder does.
+        server.onDatagram = { d in
+            #expect((try? server.send(d.bytes, to: d.source, interfaceIndex: d.interfaceIndex ?? 0)) == .sent)
+        }
         var echoes: [Datagram] = []
         let messages = (0..<20).map { pattern(1 + $0 * 50, seed: UInt64($0)) }
         client.onDatagram = { d in
@@ -92,11 +95,14 @@ func loopbackMulticastReady() -> Bool {
         var got: [Datagram] = []
         receiver.onDatagram = { d in
             got.append(d)
-            loop.stop()
+            if got.count == 2 { loop.stop() }
         }
         let destination = group.endpoint(port: receiver.localAddress.port)
         #expect(try sender.send(Array("hello group".utf8), to: destination) == .sent)
+        // And once more with the interface chosen per datagram (sendmsg + IP_PKTINFO).
+        #expect(try sender.send(Array("again".utf8), to: destination, interfaceIndex: lo.index) == .sent)
         runLoop(loop)
+        #expect(got.count == 2 && got.last?.bytes == Array("again".utf8) && got.last?.interfaceIndex == lo.index)
         let d = try #require(got.first)
         #expect(d.bytes == Array("hello group".utf8))
         #expect(d.source == sender.localAddress)
