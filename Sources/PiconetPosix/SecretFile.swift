@@ -1,0 +1,99 @@
+import Glibc
+
+/// Small private files: identity keys and trust stores.
+///
+/// Written atomically (temporary file, fsync, rename) with mode 0600, so a
+/// crash never leaves a half-written key. Reading refuses a file that group or
+/// others can read: a leaked identity key lets anyone impersonate the board.
+public enum SecretFile {
+    public enum Failure: Error, Equatable, CustomStringConvertible {
+        case notFound(String)
+        case tooOpen(path: String, mode: UInt32)
+        case tooLarge(path: String, size: Int, limit: Int)
+        case io(path: String, IOError)
+
+        public var description: String {
+            switch self {
+            case let .notFound(p): return "\(p): no such file"
+            case let .tooOpen(p, mode):
+                return "\(p) is readable by others (mode \(String(mode & 0o777, radix: 8))): run `chmod 600 \(p)`; Piconet refuses world- or group-readable key files"
+            case let .tooLarge(p, size, limit): return "\(p) is \(size) bytes, more than the \(limit) a key file can be"
+            case let .io(p, e): return "\(p): \(e)"
+            }
+        }
+    }
+
+    /// Reads a private file of at most `limit` bytes; nil-free: throws `.notFound` when absent.
+    public static func read(_ path: String, limit: Int = 64 * 1024) throws(Failure) -> [UInt8] {
+        let fd: CInt
+        do { fd = try Sys.open(path, flags: O_RDONLY) } catch {
+            if error.errno == ENOENT { throw .notFound(path) }
+            throw .io(path: path, error)
+        }
+        defer { try? Sys.close(fd) }
+        do {
+            let st = try Sys.fileStatus(fd)
+            if st.mode & 0o077 != 0 { throw Failure.tooOpen(path: path, mode: UInt32(st.mode)) }
+            if st.size > limit { throw Failure.tooLarge(path: path, size: st.size, limit: limit) }
+            var out = [UInt8](repeating: 0, count: st.size)
+            let read: Result<Int, IOError> = out.withUnsafeMutableBytes { p in
+                var got = 0
+                while got < p.count {
+                    do throws(IOError) {
+                        guard case let .processed(n) = try Sys.read(fd, UnsafeMutableRawBufferPointer(rebasing: p[got...])), n > 0
+                        else { break }
+                        got += n
+                    } catch { return .failure(error) }
+                }
+                return .success(got)
+            }
+            let got = try read.get()
+            return Array(out[0..<got])
+        } catch let e as Failure {
+            throw e
+        } catch let e as IOError {
+            throw .io(path: path, e)
+        } catch {
+            throw .io(path: path, IOError(errno: EIO, syscall: "read"))
+        }
+    }
+
+    /// Writes `bytes` to `path` atomically with mode 0600 (directories made 0700 if missing).
+    public static func write(_ path: String, _ bytes: [UInt8]) throws(Failure) {
+        if let slash = path.lastIndex(of: "/"), slash != path.startIndex {
+            makeDirectories(String(path[..<slash]))
+        }
+        let temp = path + ".tmp-\(getpid())"
+        do throws(IOError) {
+            let fd = try Sys.open(temp, flags: O_WRONLY | O_CREAT | O_TRUNC, mode: 0o600)
+            defer { try? Sys.close(fd) }
+            let written: Result<Void, IOError> = bytes.withUnsafeBytes { p in
+                var done = 0
+                while done < p.count {
+                    do throws(IOError) {
+                        guard case let .processed(n) = try Sys.write(fd, UnsafeRawBufferPointer(rebasing: p[done...])), n > 0
+                        else { return .failure(IOError(errno: EIO, syscall: "write")) }
+                        done += n
+                    } catch { return .failure(error) }
+                }
+                return .success(())
+            }
+            try written.get()
+            try Sys.fsync(fd)
+            try Sys.rename(temp, path)
+        } catch {
+            Sys.unlink(temp)
+            throw .io(path: path, error)
+        }
+    }
+
+    private static func makeDirectories(_ dir: String) {
+        var index = dir.startIndex
+        while let slash = dir[dir.index(after: index)...].firstIndex(of: "/") ?? (index < dir.endIndex ? dir.endIndex : nil) {
+            let prefix = String(dir[..<slash])
+            if !prefix.isEmpty { try? Sys.makeDirectory(prefix, mode: 0o700) }
+            if slash == dir.endIndex { break }
+            index = slash
+        }
+    }
+}
