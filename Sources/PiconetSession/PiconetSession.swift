@@ -1,1 +1,13 @@
-// PiconetSession — see Package.swift for the layer picture.
+// PiconetSession — peer core: invitations, Noise XX, reliable/unreliable channels.
+//
+//   executables / runtime      PeerSession over a UDP / TCP / L2CAP endpoint
+//          |
+//   PiconetSession   PeerSession (driver) → SessionMachine (pure state machine)
+//                    ├─ NoiseHandshake / CipherState  (Noise_XX_25519_ChaChaPoly_SHA256)
+//                    ├─ ReliableSender / ReliableReceiver / ReplayWindow
+//                    └─ SessionFrames (wire types 0x01–0x08)
+//          |
+//   PiconetWire (bytes)   PiconetLoop (time, endpoints)
+//
+// Pure: no Glibc, no Foundation. Time comes in as `Instant`; the driver arms one
+// loop timer at `SessionMachine.nextDeadline`.

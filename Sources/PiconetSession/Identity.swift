@@ -1,0 +1,84 @@
+import Crypto
+
+/// A peer's stable identifier: the first 16 bytes of SHA-256 of its static
+/// X25519 public key, so it cannot be claimed without the private key (the
+/// Noise handshake proves possession). Printed as 32 lowercase hex digits.
+public struct PeerID: Hashable, Comparable, Sendable, CustomStringConvertible {
+    public static let length = 16
+    public let bytes: [UInt8]
+
+    public init(publicKey: [UInt8]) {
+        bytes = Array(SHA256.hash(data: publicKey).prefix(PeerID.length))
+    }
+
+    /// Parses 32 hex digits (as printed); nil for anything else.
+    public init?(hex: String) {
+        let chars = Array(hex.utf8)
+        guard chars.count == PeerID.length * 2 else { return nil }
+        var out: [UInt8] = []
+        for i in stride(from: 0, to: chars.count, by: 2) {
+            guard let hi = PeerID.nibble(chars[i]), let lo = PeerID.nibble(chars[i + 1]) else { return nil }
+            out.append(hi << 4 | lo)
+        }
+        bytes = out
+    }
+
+    private static func nibble(_ c: UInt8) -> UInt8? {
+        switch c {
+        case UInt8(ascii: "0")...UInt8(ascii: "9"): return c - UInt8(ascii: "0")
+        case UInt8(ascii: "a")...UInt8(ascii: "f"): return c - UInt8(ascii: "a") + 10
+        case UInt8(ascii: "A")...UInt8(ascii: "F"): return c - UInt8(ascii: "A") + 10
+        default: return nil
+        }
+    }
+
+    public static func < (a: PeerID, b: PeerID) -> Bool { a.bytes.lexicographicallyPrecedes(b.bytes) }
+
+    public var description: String {
+        let digits = Array("0123456789abcdef".utf8)
+        var s: [UInt8] = []
+        for b in bytes { s.append(digits[Int(b >> 4)]); s.append(digits[Int(b & 0xF)]) }
+        return String(decoding: s, as: UTF8.self)
+    }
+}
+
+/// This node's long-term identity: a Curve25519 key pair and a display name.
+///
+/// The runtime persists `keyPair.privateKeyBytes` in a 0600 file and refuses
+/// a world-readable one; this pure type never touches files.
+public struct PeerIdentity: Sendable {
+    public let keyPair: NoiseKeyPair
+    public let peerID: PeerID
+    /// At most 63 bytes of UTF-8 travel on the wire; longer names are cut there.
+    public var displayName: String
+
+    public init(displayName: String, keyPair: NoiseKeyPair = NoiseKeyPair()) {
+        self.keyPair = keyPair
+        self.displayName = displayName
+        peerID = PeerID(publicKey: keyPair.publicKey)
+    }
+}
+
+/// The 6-digit short authentication string both sides derive from the Noise
+/// handshake hash. Equal codes on both screens mean no one sits in the middle.
+public func shortAuthenticationString(handshakeHash h: [UInt8]) -> String {
+    guard h.count >= 4 else { return "000000" }
+    let v = (UInt32(h[0]) << 24 | UInt32(h[1]) << 16 | UInt32(h[2]) << 8 | UInt32(h[3])) % 1_000_000
+    let s = String(v)
+    return String(repeating: "0", count: 6 - s.count) + s
+}
+
+/// Trust-on-first-use memory: display name → peer ID. The first peer seen under
+/// a name is remembered; a later peer with the same name but another key is refused.
+/// The runtime loads and saves `entries`.
+public struct TrustStore: Sendable, Equatable {
+    public var entries: [String: PeerID]
+    public init(entries: [String: PeerID] = [:]) { self.entries = entries }
+
+    /// True when `peer` may use `name`; records it on first use.
+    public mutating func admit(_ peer: PeerID, name: String) -> Bool {
+        if let known = entries[name] { return known == peer }
+        entries[name] = peer
+        return true
+    }
+}

@@ -1,0 +1,168 @@
+import PiconetLoop
+
+/// Receives session events on the loop (Multipeer-style delegate).
+public protocol PeerSessionDelegate: AnyObject {
+    func session(_ session: PeerSession, didReceive event: SessionEvent)
+}
+
+/// A session bound to one event loop and one datagram endpoint: the driver
+/// of `SessionMachine`. It carries the machine's actions out (datagrams to the
+/// endpoint, events to the delegate / `onEvent` / `events`) and keeps exactly
+/// one loop timer armed at the machine's next deadline.
+///
+/// Loop-bound: not `Sendable`; call it only from the loop's callbacks.
+///
+///     let session = PeerSession(identity: PeerIdentity(displayName: "hub"),
+///                               configuration: SessionConfiguration(policy: .acceptAll),
+///                               endpoint: udp, loop: loop)
+///     session.onEvent = { event in
+///         if case let .received(bytes, peer, _) = event { print(peer, bytes.count) }
+///     }
+///     let id = try session.invite(nodeAddress, context: Array("hello".utf8))
+///     // later, once .invitationFinished(id, .accepted(peer)) arrived:
+///     try session.send(Array("hi".utf8), to: [peer], mode: .reliable)
+public final class PeerSession {
+    public private(set) var machine: SessionMachine
+    public let endpoint: DatagramEndpoint
+    public let loop: EventLoop
+    public weak var delegate: PeerSessionDelegate?
+    /// Called for every event after the delegate (simple closures for scripts and tests).
+    public var onEvent: ((SessionEvent) -> Void)?
+    private var timer: TimerID?
+    private var timerDeadline: Instant?
+    private var continuation: AsyncStream<SessionEvent>.Continuation?
+    /// Datagrams the transport refused (would block or failed); counted, the reliable layer retransmits.
+    public private(set) var transportRefusals = 0
+
+    /// - Parameter seed: randomness for link indices; the runtime passes random bits, tests a constant.
+    public init(identity: PeerIdentity, configuration: SessionConfiguration, endpoint: DatagramEndpoint,
+                loop: EventLoop, seed: UInt64 = 0) {
+        var config = configuration
+        config.maximumDatagramSize = min(config.maximumDatagramSize, endpoint.maximumDatagramSize)
+        machine = SessionMachine(identity: identity, configuration: config,
+                                 seed: seed == 0 ? UInt64.random(in: 1...UInt64.max) : seed)
+        self.endpoint = endpoint
+        self.loop = loop
+        endpoint.onDatagram = { [weak self] d in
+            guard let self else { return }
+            self.perform(self.machine.received(d.bytes, from: d.source, at: self.loop.now))
+        }
+    }
+
+    public var identity: PeerIdentity { machine.identity }
+    public var peerID: PeerID { machine.identity.peerID }
+    public var statistics: SessionStatistics { machine.statistics }
+    public var connectedPeers: [PeerID] { machine.connectedPeers }
+    public func state(of peer: PeerID) -> PeerState { machine.state(of: peer) }
+    public func verificationCode(for peer: PeerID) -> String? { machine.verificationCode(for: peer) }
+    public var trustStore: TrustStore {
+        get { machine.trustStore }
+        set { machine.trustStore = newValue }
+    }
+
+    /// Invites whoever listens at `address`; the outcome comes as `.invitationFinished(id, …)`.
+    @discardableResult
+    public func invite(_ address: EndpointAddress, context: [UInt8] = [], timeout: Duration? = nil) throws(SessionError) -> InvitationID {
+        let (id, actions) = try machine.invite(address, context: context, timeout: timeout, now: loop.now)
+        perform(actions)
+        return id
+    }
+
+    /// Answers an `.invitationReceived` request.
+    public func respond(to id: InvitationID, accept: Bool) throws(SessionError) {
+        perform(try machine.respond(to: id, accept: accept, now: loop.now))
+    }
+
+    /// Sends to `peers` (all connected, or nothing is sent). Reliable sends
+    /// report `.stalled` when the buffer filled; wait for `.unstalled`.
+    @discardableResult
+    public func send(_ message: [UInt8], to peers: [PeerID], mode: SendMode) throws(SessionError) -> SendStatus {
+        let (status, actions) = try machine.send(message, to: peers, mode: mode, now: loop.now)
+        perform(actions)
+        return status
+    }
+
+    /// Sends to every connected peer.
+    @discardableResult
+    public func sendToAll(_ message: [UInt8], mode: SendMode) throws(SessionError) -> SendStatus {
+        try send(message, to: connectedPeers, mode: mode)
+    }
+
+    public func disconnect(_ peer: PeerID) { perform(machine.disconnect(peer, now: loop.now)) }
+
+    /// Closes every link, cancels the timer, finishes `events`. The endpoint stays open (the caller owns it).
+    public func close() {
+        perform(machine.close(now: loop.now))
+        if let timer { loop.cancel(timer) }
+        timer = nil
+        endpoint.onDatagram = nil
+        continuation?.finish()
+    }
+
+    /// The async facade: every event, in order. One consumer; created on first use.
+    public var events: AsyncStream<SessionEvent> {
+        let (stream, cont) = AsyncStream<SessionEvent>.makeStream(bufferingPolicy: .bufferingNewest(4096))
+        continuation = cont
+        return stream
+    }
+
+    private func perform(_ actions: [SessionAction]) {
+        for a in actions {
+            switch a {
+            case let .send(bytes, to):
+                do {
+                    if try endpoint.send(bytes, to: to) == .wouldBlock { transportRefusals += 1 }
+                } catch {
+                    transportRefusals += 1
+                }
+            case let .event(e):
+                delegate?.session(self, didReceive: e)
+                onEvent?(e)
+                continuation?.yield(e)
+            }
+        }
+        rearm()
+    }
+
+    private func rearm() {
+        let next = machine.nextDeadline
+        if next == timerDeadline, timer != nil { return }
+        if let timer { loop.cancel(timer) }
+        timer = nil
+        timerDeadline = next
+        guard let next else { return }
+        timer = loop.schedule(at: next) { [weak self] in
+            guard let self else { return }
+            self.timer = nil
+            self.timerDeadline = nil
+            self.perform(self.machine.timerFired(at: self.loop.now))
+        }
+    }
+}
+
+/// Lets a session run over a connected `MessageEndpoint` (TCP framed, L2CAP):
+/// the one remote address stands in for every destination.
+public final class MessageEndpointAdapter: DatagramEndpoint {
+    public let base: MessageEndpoint
+    public var localAddress: EndpointAddress { base.remoteAddress }
+    public var maximumDatagramSize: Int { base.maximumMessageSize }
+    public var onDatagram: ((Datagram) -> Void)?
+    public var onWritable: (() -> Void)? {
+        get { base.onWritable }
+        set { base.onWritable = newValue }
+    }
+
+    public init(_ base: MessageEndpoint) {
+        self.base = base
+        base.onMessage = { [weak self] m in
+            guard let self else { return }
+            self.onDatagram?(Datagram(bytes: m, source: self.base.remoteAddress))
+        }
+    }
+
+    public func send(_ bytes: [UInt8], to destination: EndpointAddress) throws(TransportError) -> SendOutcome {
+        try base.send(bytes)
+    }
+
+    public func close() { base.close() }
+}

@@ -1,0 +1,349 @@
+import PiconetLoop
+
+/// Knobs of one reliable channel. Units are in the names.
+public struct ReliableConfiguration: Sendable, Equatable {
+    /// Largest message `send` accepts (default 1 MiB); larger ones are refused, never truncated.
+    public var maximumMessageSize: Int = 1 << 20
+    /// Payload bytes per fragment; the session sets it from the path MTU.
+    public var fragmentSize: Int = 1400
+    /// Fragments in flight (sent, not yet acknowledged) at most.
+    public var sendWindow: Int = 64
+    /// Bytes queued but not yet acknowledged above which the channel reports `.stalled`.
+    /// A send is accepted while not stalled, so memory stays below this plus one message.
+    public var sendBufferLimit: Int = 256 * 1024
+    /// Out-of-order fragments the receiver buffers (what it advertises as its window).
+    public var receiveWindow: Int = 256
+    public var initialRTO: Duration = .seconds(1)
+    /// RFC 6298 says 1 s; a local network with sensors wants quicker recovery.
+    public var minimumRTO: Duration = .milliseconds(200)
+    /// Backoff ceiling; kept low so a healed partition is noticed within seconds.
+    public var maximumRTO: Duration = .seconds(4)
+
+    public init() {}
+}
+
+/// RTT estimation and retransmission timeout, RFC 6298 §2 (α = 1/8, β = 1/4, K = 4).
+public struct RTOEstimator: Sendable, Equatable {
+    public private(set) var smoothedRTT: Duration?
+    public private(set) var rttVariance: Duration = .zero
+    public private(set) var rto: Duration
+    let minimum: Duration
+    let maximum: Duration
+    /// Clock granularity G: the virtual and epoll clocks are nanosecond-exact; 1 ms is a safe floor.
+    let granularity: Duration = .milliseconds(1)
+
+    public init(initial: Duration = .seconds(1), minimum: Duration = .milliseconds(200), maximum: Duration = .seconds(60)) {
+        rto = initial
+        self.minimum = minimum
+        self.maximum = maximum
+    }
+
+    /// Feeds one RTT measurement (only from a segment that was never retransmitted: Karn's rule).
+    public mutating func sample(_ r: Duration) {
+        if let srtt = smoothedRTT {
+            let diff = srtt > r ? srtt - r : r - srtt
+            rttVariance = rttVariance * 3 / 4 + diff / 4
+            smoothedRTT = srtt * 7 / 8 + r / 8
+        } else {
+            smoothedRTT = r
+            rttVariance = r / 2
+        }
+        rto = clamp((smoothedRTT ?? r) + max(granularity, rttVariance * 4))
+    }
+
+    /// Doubles the timeout after an expiry (RFC 6298 §5.5), up to the ceiling.
+    public mutating func backOff() { rto = clamp(rto * 2) }
+
+    private func clamp(_ d: Duration) -> Duration { min(max(d, minimum), maximum) }
+}
+
+/// What `send` reports for a reliable message.
+public enum SendStatus: Equatable, Sendable {
+    /// Queued; more may follow.
+    case sent
+    /// Queued, but the send buffer is now full: wait for the `.unstalled` event before sending more.
+    case stalled
+}
+
+/// The sending half of a reliable channel: fragmentation, windowed
+/// transmission, RFC 6298 retransmission with Karn's rule, SACK and fast retransmit.
+///
+/// Pure: `enqueue` and `acknowledged` change state, `poll(now:)` returns the
+/// data frames due now, `nextDeadline` says when to poll again.
+public struct ReliableSender: Sendable {
+    struct Fragment: Sendable {
+        var seq: UInt64
+        var index: UInt16
+        var count: UInt16
+        var payload: [UInt8]
+        var firstSent: Instant?
+        var deadline: Instant?
+        var retransmitted = false
+        var fastRetransmitted = false
+        var sacked = false
+    }
+
+    public let configuration: ReliableConfiguration
+    public private(set) var estimator: RTOEstimator
+    /// Unacknowledged fragments in sequence order; `fragments[i].seq == baseSeq + i - head`.
+    private var fragments: [Fragment] = []
+    private var head = 0
+    /// Everything below this is acknowledged.
+    public private(set) var acknowledgedUpTo: UInt64 = 0
+    private var nextSeq: UInt64 = 0
+    private var peerWindow: Int
+    public private(set) var bufferedBytes = 0
+    public private(set) var isStalled = false
+    /// Statistics.
+    public private(set) var retransmissions = 0
+    public private(set) var timeouts = 0
+
+    public init(configuration: ReliableConfiguration = .init()) {
+        self.configuration = configuration
+        estimator = RTOEstimator(initial: configuration.initialRTO, minimum: configuration.minimumRTO,
+                                 maximum: configuration.maximumRTO)
+        peerWindow = configuration.sendWindow
+    }
+
+    /// Fragments queued or in flight.
+    public var outstandingFragments: Int { fragments.count - head }
+    public var isIdle: Bool { outstandingFragments == 0 }
+
+    /// Queues one message. Refuses it when too large or when the channel is already stalled.
+    public mutating func enqueue(_ message: [UInt8]) throws(SessionError) -> SendStatus {
+        guard message.count <= configuration.maximumMessageSize else {
+            throw .messageTooLarge(size: message.count, limit: configuration.maximumMessageSize)
+        }
+        guard !isStalled else { throw .stalled }
+        let size = max(1, configuration.fragmentSize)
+        let count = max(1, (message.count + size - 1) / size)
+        guard count <= Int(UInt16.max) else {
+            throw .messageTooLarge(size: message.count, limit: Int(UInt16.max) * size)
+        }
+        for i in 0..<count {
+            let lo = i * size, hi = min(message.count, lo + size)
+            fragments.append(Fragment(seq: nextSeq, index: UInt16(i), count: UInt16(count),
+                                      payload: lo < hi ? Array(message[lo..<hi]) : []))
+            nextSeq += 1
+        }
+        bufferedBytes += message.count
+        if bufferedBytes >= configuration.sendBufferLimit {
+            isStalled = true
+            return .stalled
+        }
+        return .sent
+    }
+
+    private var inFlightLimit: Int { max(1, min(configuration.sendWindow, peerWindow)) }
+
+    /// Frames to send now: due retransmissions first, then new fragments within the window.
+    public mutating func poll(now: Instant) -> [DataFrame] {
+        var out: [DataFrame] = []
+        var expired = false
+        var i = head
+        let windowEnd = acknowledgedUpTo &+ UInt64(inFlightLimit)
+        while i < fragments.count {
+            var f = fragments[i]
+            if f.seq >= windowEnd { break }
+            if f.sacked { i += 1; continue }
+            if let d = f.deadline {
+                if d <= now {
+                    if !f.fastRetransmitted || f.retransmitted { expired = true }
+                    f.retransmitted = true
+                    retransmissions += 1
+                    f.deadline = now + estimator.rto
+                    out.append(frame(f))
+                }
+            } else {
+                f.firstSent = now
+                f.deadline = now + estimator.rto
+                out.append(frame(f))
+            }
+            fragments[i] = f
+            i += 1
+        }
+        if expired {
+            timeouts += 1
+            estimator.backOff()
+        }
+        return out
+    }
+
+    private func frame(_ f: Fragment) -> DataFrame {
+        DataFrame(kind: .reliable(seq: f.seq, fragmentIndex: f.index, fragmentCount: f.count), payload: f.payload)
+    }
+
+    /// When `poll` has something to do: the earliest retransmission deadline,
+    /// or `now`-ish (`.zero`) when unsent fragments fit in the window.
+    public var nextDeadline: Instant? {
+        var earliest: Instant?
+        let windowEnd = acknowledgedUpTo &+ UInt64(inFlightLimit)
+        var i = head
+        while i < fragments.count {
+            let f = fragments[i]
+            if f.seq >= windowEnd { break }
+            if !f.sacked {
+                guard let d = f.deadline else { return .zero }
+                if earliest == nil || d < earliest! { earliest = d }
+            }
+            i += 1
+        }
+        return earliest
+    }
+
+    /// Applies an acknowledgement. Returns true when this ack ended a stall (emit `.unstalled`).
+    public mutating func acknowledged(_ ack: AckFrame, now: Instant) -> Bool {
+        peerWindow = max(1, Int(ack.window))
+        var sample: Duration?
+        // Cumulative part. An ack beyond what was ever sent is ignored (a buggy or hostile peer).
+        let cumulative = min(ack.cumulative, nextSeq)
+        while head < fragments.count, fragments[head].seq < cumulative {
+            let f = fragments[head]
+            if !f.retransmitted, let t = f.firstSent { sample = now - t }
+            bufferedBytes -= f.payload.count
+            head += 1
+        }
+        if cumulative > acknowledgedUpTo { acknowledgedUpTo = cumulative }
+        // Selective part.
+        var highestSacked: UInt64?
+        for block in ack.blocks {
+            let lo = max(block.lowerBound, acknowledgedUpTo), hi = min(block.upperBound, nextSeq)
+            guard lo < hi else { continue }
+            var s = lo
+            while s < hi {
+                let i = head + Int(s - acknowledgedUpTo)
+                if i < fragments.count, !fragments[i].sacked {
+                    fragments[i].sacked = true
+                    if !fragments[i].retransmitted, let t = fragments[i].firstSent { sample = now - t }
+                }
+                s += 1
+            }
+            highestSacked = max(highestSacked ?? 0, hi - 1)
+        }
+        if let s = sample { estimator.sample(s) }
+        // Fast retransmit: a hole with three or more fragments acknowledged above it.
+        if let top = highestSacked {
+            var i = head
+            while i < fragments.count, fragments[i].seq + 3 <= top {
+                if !fragments[i].sacked, !fragments[i].fastRetransmitted, fragments[i].firstSent != nil {
+                    fragments[i].fastRetransmitted = true
+                    fragments[i].deadline = now
+                }
+                i += 1
+            }
+        }
+        compact()
+        if isStalled, bufferedBytes < configuration.sendBufferLimit / 2 {
+            isStalled = false
+            return true
+        }
+        return false
+    }
+
+    /// After a resume probe: everything unacknowledged from `position` on is due now.
+    public mutating func resendAll(from position: UInt64, now: Instant) {
+        var i = head
+        while i < fragments.count {
+            if fragments[i].seq >= position, !fragments[i].sacked, fragments[i].firstSent != nil {
+                fragments[i].deadline = now
+            }
+            i += 1
+        }
+    }
+
+    private mutating func compact() {
+        if head > 256, head * 2 > fragments.count {
+            fragments.removeFirst(head)
+            head = 0
+        }
+    }
+}
+
+/// The receiving half: exactly-once, in-order delivery and reassembly.
+///
+/// Out-of-order fragments are held only inside the advertised window; anything
+/// beyond it is dropped and counted. A message under reassembly is bounded by
+/// the maximum message size; a peer that breaks the fragment rules gets a
+/// protocol violation, never a trap.
+public struct ReliableReceiver: Sendable {
+    public let configuration: ReliableConfiguration
+    /// The next fragment needed; everything below was delivered.
+    public private(set) var next: UInt64 = 0
+    private var buffer: [UInt64: (index: UInt16, count: UInt16, payload: [UInt8])] = [:]
+    private var assembly: [UInt8] = []
+    private var assemblyCount: UInt16 = 0
+    private var assemblyNext: UInt16 = 0
+    public private(set) var duplicates = 0
+    public private(set) var outOfWindowDrops = 0
+
+    public init(configuration: ReliableConfiguration = .init()) { self.configuration = configuration }
+
+    public enum Outcome: Equatable, Sendable {
+        /// Zero or more complete messages, in order.
+        case delivered([[UInt8]])
+        case duplicate
+        case outOfWindow
+        case violation(String)
+    }
+
+    public mutating func receive(seq: UInt64, index: UInt16, count: UInt16, payload: [UInt8]) -> Outcome {
+        if seq < next || buffer[seq] != nil {
+            duplicates += 1
+            return .duplicate
+        }
+        guard seq - next < UInt64(configuration.receiveWindow) else {
+            outOfWindowDrops += 1
+            return .outOfWindow
+        }
+        guard payload.count <= configuration.maximumMessageSize else { return .violation("fragment too large") }
+        buffer[seq] = (index, count, payload)
+        var messages: [[UInt8]] = []
+        while let f = buffer.removeValue(forKey: next) {
+            next += 1
+            if f.index == 0 {
+                guard assemblyCount == 0 else { return reset("new message inside another") }
+                assemblyCount = f.count
+            } else {
+                guard f.count == assemblyCount, f.index == assemblyNext else {
+                    return reset("fragment \(f.index) of \(f.count) out of sequence")
+                }
+            }
+            assemblyNext = f.index &+ 1
+            guard assembly.count + f.payload.count <= configuration.maximumMessageSize else {
+                return reset("message exceeds \(configuration.maximumMessageSize) bytes")
+            }
+            assembly += f.payload
+            if f.index + 1 == f.count {
+                messages.append(assembly)
+                assembly = []
+                assemblyCount = 0
+                assemblyNext = 0
+            }
+        }
+        return .delivered(messages)
+    }
+
+    private mutating func reset(_ why: String) -> Outcome {
+        assembly = []
+        assemblyCount = 0
+        assemblyNext = 0
+        return .violation(why)
+    }
+
+    /// The acknowledgement to send now: cumulative position, window, up to 8 SACK blocks.
+    public var acknowledgement: AckFrame {
+        var blocks: [Range<UInt64>] = []
+        if !buffer.isEmpty {
+            for s in buffer.keys.sorted() {
+                if let last = blocks.last, last.upperBound == s {
+                    blocks[blocks.count - 1] = last.lowerBound..<(s + 1)
+                } else {
+                    if blocks.count == AckFrame.maxBlocks { break }
+                    blocks.append(s..<(s + 1))
+                }
+            }
+        }
+        let free = max(0, configuration.receiveWindow - buffer.count)
+        return AckFrame(cumulative: next, window: UInt16(clamping: free), blocks: blocks)
+    }
+}

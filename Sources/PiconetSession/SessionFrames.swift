@@ -1,0 +1,501 @@
+import PiconetWire
+
+/// Session wire formats (frame types 0x01–0x08 of `FrameType`), little-endian.
+///
+/// One datagram carries one frame. Two outer shapes:
+///
+/// - `HandshakeFrame` (0x01): the three Noise XX messages (and a refusal),
+///   addressed by link indices; Noise protects its own payloads.
+/// - `SealedFrame` (every other session type): after the handshake. The
+///   header, receiver index and counter are authenticated data; the body is
+///   the ChaCha20-Poly1305 ciphertext of an inner frame (`InvitationFrame`,
+///   `DataFrame`, `AckFrame`, …), or — when both peers chose encryption
+///   `.none` — the plaintext followed by a 16-byte SHA-256 checksum that
+///   catches corruption (not forgery).
+///
+/// Inner frames are values without a header; the outer header's type says
+/// which one the body holds.
+
+/// Bytes a sealed frame adds around an inner frame: header, index, counter, tag.
+let sealedOverhead = FrameHeader.length + 4 + 8 + 16
+
+/// A Noise handshake message between two link indices (type 0x01).
+///
+///     stage u8 | sender index u32 | receiver index u32 | body
+///
+/// `receiverIndex` is 0 in the first message (the responder has no index yet).
+public struct HandshakeFrame: WireCodable, Equatable, Sendable {
+    public enum Stage: UInt8, Sendable {
+        /// Noise message 1 (-> e), payload: the initiator's encryption preference.
+        case initiation = 1
+        /// Noise message 2 (<- e, ee, s, es).
+        case response = 2
+        /// Noise message 3 (-> s, se).
+        case confirmation = 3
+        /// The responder refuses (encryption mismatch, busy); body is a `CloseFrame`. Unauthenticated.
+        case refusal = 4
+    }
+
+    public static let fixedLength = 9
+    public var stage: Stage
+    public var senderIndex: UInt32
+    public var receiverIndex: UInt32
+    public var body: [UInt8]
+
+    public init(stage: Stage, senderIndex: UInt32, receiverIndex: UInt32, body: [UInt8]) {
+        self.stage = stage
+        self.senderIndex = senderIndex
+        self.receiverIndex = receiverIndex
+        self.body = body
+    }
+
+    public init(parsing r: inout ByteReader) throws(WireError) {
+        let header = try FrameHeader(parsing: &r)
+        guard header.type == .handshake else {
+            throw .invalidValue(field: "frame type", reason: "expected handshake, got \(header.type)")
+        }
+        var p = try r.readSubReader(Int(header.payloadLength))
+        let s = try p.readUInt8()
+        guard let stage = Stage(rawValue: s) else { throw .invalidValue(field: "handshake stage", reason: "unknown stage \(s)") }
+        self.stage = stage
+        senderIndex = try p.readUInt32()
+        receiverIndex = try p.readUInt32()
+        body = p.readRemaining()
+    }
+
+    public func encode(into w: inout ByteWriter) {
+        FrameHeader(type: .handshake, payloadLength: UInt16(clamping: HandshakeFrame.fixedLength + body.count)).encode(into: &w)
+        w.writeUInt8(stage.rawValue)
+        w.writeUInt32(senderIndex)
+        w.writeUInt32(receiverIndex)
+        w.writeBytes(body)
+    }
+
+    public var encodedLength: Int { FrameHeader.length + HandshakeFrame.fixedLength + body.count }
+}
+
+/// Encryption preference, with Multipeer's negotiation rule (see `negotiate`).
+public enum EncryptionPreference: UInt8, Sendable, CaseIterable, CustomStringConvertible {
+    case none = 0
+    case optional = 1
+    case required = 2
+
+    /// Multipeer's rule: encrypted unless either side says `none`; `required`
+    /// against `none` is refused. Returns nil when refused, else whether to encrypt.
+    public static func negotiate(_ a: EncryptionPreference, _ b: EncryptionPreference) -> Bool? {
+        switch (a, b) {
+        case (.required, .none), (.none, .required): return nil
+        case (.none, _), (_, .none): return false
+        default: return true
+        }
+    }
+
+    public var description: String {
+        switch self {
+        case .none: return "none"
+        case .optional: return "optional"
+        case .required: return "required"
+        }
+    }
+}
+
+/// What a peer tells the other inside the Noise payloads.
+///
+///     preference u8 | instance u64 | name length u8 (≤ 63) | name (UTF-8)
+///
+/// `instance` is random per process start: a returning peer with the same
+/// instance kept its state (resume); a different one restarted.
+public struct HandshakePayload: WireCodable, Equatable, Sendable {
+    public static let maxNameLength = 63
+    public var preference: EncryptionPreference
+    public var instance: UInt64
+    public var displayName: String
+
+    public init(preference: EncryptionPreference, instance: UInt64, displayName: String) {
+        self.preference = preference
+        self.instance = instance
+        self.displayName = displayName
+    }
+
+    public init(parsing r: inout ByteReader) throws(WireError) {
+        let p = try r.readUInt8()
+        guard let pref = EncryptionPreference(rawValue: p) else {
+            throw .invalidValue(field: "encryption preference", reason: "unknown value \(p)")
+        }
+        preference = pref
+        instance = try r.readUInt64()
+        let n = Int(try r.readUInt8())
+        guard n <= HandshakePayload.maxNameLength else {
+            throw .tooLong(field: "display name", length: n, limit: HandshakePayload.maxNameLength)
+        }
+        displayName = String(decoding: try r.readBytes(n), as: UTF8.self)
+    }
+
+    public func encode(into w: inout ByteWriter) {
+        w.writeUInt8(preference.rawValue)
+        w.writeUInt64(instance)
+        let name = Array(displayName.utf8.prefix(HandshakePayload.maxNameLength))
+        w.writeUInt8(UInt8(name.count))
+        w.writeBytes(name)
+    }
+
+    public var encodedLength: Int { 10 + min(displayName.utf8.count, HandshakePayload.maxNameLength) }
+}
+
+/// The outer shape of every post-handshake frame.
+///
+///     header (type, flags bit 0 = encrypted) | receiver index u32 | counter u64 | body
+///
+/// `counter` is the sender's strictly increasing frame number on this link:
+/// the AEAD nonce, and the key of the receiver's replay window.
+public struct SealedFrame: WireCodable, Equatable, Sendable {
+    public static let encryptedFlag: UInt8 = 0x01
+    public static let fixedLength = 12
+    /// The body is at least a tag (or checksum) long.
+    public static let minimumBody = 16
+
+    public var type: FrameType
+    public var encrypted: Bool
+    public var receiverIndex: UInt32
+    public var counter: UInt64
+    public var body: [UInt8]
+
+    public init(type: FrameType, encrypted: Bool, receiverIndex: UInt32, counter: UInt64, body: [UInt8]) {
+        self.type = type
+        self.encrypted = encrypted
+        self.receiverIndex = receiverIndex
+        self.counter = counter
+        self.body = body
+    }
+
+    public init(parsing r: inout ByteReader) throws(WireError) {
+        let header = try FrameHeader(parsing: &r)
+        guard header.type.rawValue >= FrameType.invitation.rawValue, header.type.rawValue <= 0x1F else {
+            throw .invalidValue(field: "frame type", reason: "\(header.type) is not a sealed session frame")
+        }
+        guard header.flags & ~SealedFrame.encryptedFlag == 0 else {
+            throw .invalidValue(field: "flags", reason: "unknown flag bits \(header.flags)")
+        }
+        var p = try r.readSubReader(Int(header.payloadLength))
+        type = header.type
+        encrypted = header.flags & SealedFrame.encryptedFlag != 0
+        receiverIndex = try p.readUInt32()
+        counter = try p.readUInt64()
+        try p.require(SealedFrame.minimumBody)
+        body = p.readRemaining()
+    }
+
+    /// The header plus index and counter: what the AEAD authenticates besides the body.
+    public var associatedData: [UInt8] {
+        var w = ByteWriter(capacity: FrameHeader.length + SealedFrame.fixedLength)
+        header.encode(into: &w)
+        w.writeUInt32(receiverIndex)
+        w.writeUInt64(counter)
+        return w.bytes
+    }
+
+    var header: FrameHeader {
+        FrameHeader(type: type, flags: encrypted ? SealedFrame.encryptedFlag : 0,
+                    payloadLength: UInt16(clamping: SealedFrame.fixedLength + body.count))
+    }
+
+    public func encode(into w: inout ByteWriter) {
+        header.encode(into: &w)
+        w.writeUInt32(receiverIndex)
+        w.writeUInt64(counter)
+        w.writeBytes(body)
+    }
+
+    public var encodedLength: Int { FrameHeader.length + SealedFrame.fixedLength + body.count }
+}
+
+/// An invitation with its untrusted context (type 0x02, inner).
+///
+///     invitation id u32 | timeout ms u32 | context length u16 (≤ 1024) | context
+public struct InvitationFrame: WireCodable, Equatable, Sendable {
+    public static let maxContextLength = 1024
+    public var invitationID: UInt32
+    /// How long the inviter waits, so the invitee can time out at the same moment.
+    public var timeoutMilliseconds: UInt32
+    public var context: [UInt8]
+
+    public init(invitationID: UInt32, timeoutMilliseconds: UInt32, context: [UInt8]) {
+        self.invitationID = invitationID
+        self.timeoutMilliseconds = timeoutMilliseconds
+        self.context = context
+    }
+
+    public init(parsing r: inout ByteReader) throws(WireError) {
+        invitationID = try r.readUInt32()
+        timeoutMilliseconds = try r.readUInt32()
+        let n = Int(try r.readUInt16())
+        guard n <= InvitationFrame.maxContextLength else {
+            throw .tooLong(field: "invitation context", length: n, limit: InvitationFrame.maxContextLength)
+        }
+        context = try r.readBytes(n)
+    }
+
+    public func encode(into w: inout ByteWriter) {
+        w.writeUInt32(invitationID)
+        w.writeUInt32(timeoutMilliseconds)
+        w.writeUInt16(UInt16(clamping: context.count))
+        w.writeBytes(context)
+    }
+
+    public var encodedLength: Int { 10 + context.count }
+}
+
+/// The invitee's answer (type 0x03, inner): `invitation id u32 | decision u8`.
+public struct InvitationReplyFrame: WireCodable, Equatable, Sendable {
+    public enum Decision: UInt8, Sendable {
+        case accepted = 0
+        case declined = 1
+        /// Both invited each other; this link is dropped in favour of the other one.
+        case crossed = 2
+        /// The invitee did not decide in time.
+        case timedOut = 3
+    }
+
+    public var invitationID: UInt32
+    public var decision: Decision
+
+    public init(invitationID: UInt32, decision: Decision) {
+        self.invitationID = invitationID
+        self.decision = decision
+    }
+
+    public init(parsing r: inout ByteReader) throws(WireError) {
+        invitationID = try r.readUInt32()
+        let d = try r.readUInt8()
+        guard let decision = Decision(rawValue: d) else {
+            throw .invalidValue(field: "invitation decision", reason: "unknown value \(d)")
+        }
+        self.decision = decision
+    }
+
+    public func encode(into w: inout ByteWriter) {
+        w.writeUInt32(invitationID)
+        w.writeUInt8(decision.rawValue)
+    }
+
+    public var encodedLength: Int { 5 }
+}
+
+/// Application data (type 0x04, inner).
+///
+///     kind u8 (0 reliable, 1 unreliable) | seq u64 | [fragment index u16 | fragment count u16] | payload
+///
+/// Reliable: `seq` numbers fragments of the per-link stream (cumulative
+/// ack and SACK refer to it). Unreliable: `seq` feeds the replay window.
+public struct DataFrame: WireCodable, Equatable, Sendable {
+    public enum Kind: Equatable, Sendable {
+        case reliable(seq: UInt64, fragmentIndex: UInt16, fragmentCount: UInt16)
+        case unreliable(seq: UInt64)
+    }
+
+    public static let reliableHeaderLength = 13
+    public static let unreliableHeaderLength = 9
+
+    public var kind: Kind
+    public var payload: [UInt8]
+
+    public init(kind: Kind, payload: [UInt8]) {
+        self.kind = kind
+        self.payload = payload
+    }
+
+    public init(parsing r: inout ByteReader) throws(WireError) {
+        let k = try r.readUInt8()
+        switch k {
+        case 0:
+            let seq = try r.readUInt64()
+            let index = try r.readUInt16()
+            let count = try r.readUInt16()
+            guard count > 0, index < count else {
+                throw .invalidValue(field: "fragment", reason: "index \(index) of \(count)")
+            }
+            kind = .reliable(seq: seq, fragmentIndex: index, fragmentCount: count)
+        case 1:
+            kind = .unreliable(seq: try r.readUInt64())
+        default:
+            throw .invalidValue(field: "data kind", reason: "unknown value \(k)")
+        }
+        payload = r.readRemaining()
+    }
+
+    public func encode(into w: inout ByteWriter) {
+        switch kind {
+        case let .reliable(seq, index, count):
+            w.writeUInt8(0)
+            w.writeUInt64(seq)
+            w.writeUInt16(index)
+            w.writeUInt16(count)
+        case let .unreliable(seq):
+            w.writeUInt8(1)
+            w.writeUInt64(seq)
+        }
+        w.writeBytes(payload)
+    }
+
+    public var encodedLength: Int {
+        switch kind {
+        case .reliable: return DataFrame.reliableHeaderLength + payload.count
+        case .unreliable: return DataFrame.unreliableHeaderLength + payload.count
+        }
+    }
+}
+
+/// A cumulative acknowledgement with selective blocks (type 0x05, inner).
+///
+///     cumulative u64 | window u16 | block count u8 (≤ 8) | blocks: (start u64, end u64)…
+///
+/// `cumulative` is the next fragment the receiver needs (all below arrived).
+/// Each block `[start, end)` arrived beyond it; blocks lie above `cumulative`
+/// and are non-empty. `window` is how many more fragments the receiver buffers.
+public struct AckFrame: WireCodable, Equatable, Sendable {
+    public static let maxBlocks = 8
+
+    public var cumulative: UInt64
+    public var window: UInt16
+    public var blocks: [Range<UInt64>]
+
+    public init(cumulative: UInt64, window: UInt16, blocks: [Range<UInt64>] = []) {
+        self.cumulative = cumulative
+        self.window = window
+        self.blocks = Array(blocks.prefix(AckFrame.maxBlocks))
+    }
+
+    public init(parsing r: inout ByteReader) throws(WireError) {
+        cumulative = try r.readUInt64()
+        window = try r.readUInt16()
+        let n = Int(try r.readUInt8())
+        guard n <= AckFrame.maxBlocks else { throw .tooLong(field: "SACK blocks", length: n, limit: AckFrame.maxBlocks) }
+        var blocks: [Range<UInt64>] = []
+        for _ in 0..<n {
+            let start = try r.readUInt64()
+            let end = try r.readUInt64()
+            guard start > cumulative, end > start else {
+                throw .invalidValue(field: "SACK block", reason: "[\(start), \(end)) with cumulative \(cumulative)")
+            }
+            blocks.append(start..<end)
+        }
+        self.blocks = blocks
+    }
+
+    public func encode(into w: inout ByteWriter) {
+        w.writeUInt64(cumulative)
+        w.writeUInt16(window)
+        w.writeUInt8(UInt8(blocks.count))
+        for b in blocks {
+            w.writeUInt64(b.lowerBound)
+            w.writeUInt64(b.upperBound)
+        }
+    }
+
+    public var encodedLength: Int { 11 + 16 * blocks.count }
+}
+
+/// Liveness when there is nothing else to send (type 0x06, inner): `flags u8`
+/// (bit 0: this is a reply, do not answer it).
+public struct KeepAliveFrame: WireCodable, Equatable, Sendable {
+    public var isReply: Bool
+    public init(isReply: Bool) { self.isReply = isReply }
+
+    public init(parsing r: inout ByteReader) throws(WireError) {
+        let f = try r.readUInt8()
+        guard f & ~1 == 0 else { throw .invalidValue(field: "keep-alive flags", reason: "unknown bits \(f)") }
+        isReply = f == 1
+    }
+
+    public func encode(into w: inout ByteWriter) { w.writeUInt8(isReply ? 1 : 0) }
+    public var encodedLength: Int { 1 }
+}
+
+/// Why a link or session ended, on the wire.
+public enum CloseReason: UInt8, Sendable, CustomStringConvertible {
+    case normal = 0
+    case declined = 1
+    case encryptionMismatch = 2
+    case timedOut = 3
+    case duplicate = 4
+    case protocolViolation = 5
+    case resumeExpired = 6
+    case busy = 7
+    case unauthorized = 8
+
+    public var description: String {
+        switch self {
+        case .normal: return "closed by the peer"
+        case .declined: return "invitation declined"
+        case .encryptionMismatch: return "encryption preference mismatch (required vs none)"
+        case .timedOut: return "timed out"
+        case .duplicate: return "duplicate connection replaced by another one"
+        case .protocolViolation: return "protocol violation"
+        case .resumeExpired: return "resume window expired"
+        case .busy: return "peer is busy (too many handshakes)"
+        case .unauthorized: return "peer not authorized"
+        }
+    }
+}
+
+/// The end of a link (type 0x07, inner): `reason u8 | text length u8 | text (UTF-8)`.
+public struct CloseFrame: WireCodable, Equatable, Sendable {
+    public var reason: CloseReason
+    public var text: String
+
+    public init(reason: CloseReason, text: String = "") {
+        self.reason = reason
+        self.text = text
+    }
+
+    public init(parsing r: inout ByteReader) throws(WireError) {
+        let c = try r.readUInt8()
+        guard let reason = CloseReason(rawValue: c) else {
+            throw .invalidValue(field: "close reason", reason: "unknown value \(c)")
+        }
+        self.reason = reason
+        let n = Int(try r.readUInt8())
+        text = String(decoding: try r.readBytes(n), as: UTF8.self)
+    }
+
+    private var textBytes: ArraySlice<UInt8> { Array(text.utf8).prefix(255) }
+
+    public func encode(into w: inout ByteWriter) {
+        w.writeUInt8(reason.rawValue)
+        let t = textBytes
+        w.writeUInt8(UInt8(t.count))
+        w.writeBytes(t)
+    }
+
+    public var encodedLength: Int { 2 + textBytes.count }
+}
+
+/// A resume probe after the link went quiet (type 0x08, inner).
+///
+///     token u64 | receive next u64
+///
+/// `token` names the session (chosen by the link's initiator) so a probe
+/// cannot be confused with another session; `receiveNext` is the sender's
+/// cumulative reliable position, so the other side resends from there at once
+/// instead of waiting for its backed-off retransmission timer.
+public struct ResumeFrame: WireCodable, Equatable, Sendable {
+    public var token: UInt64
+    public var receiveNext: UInt64
+
+    public init(token: UInt64, receiveNext: UInt64) {
+        self.token = token
+        self.receiveNext = receiveNext
+    }
+
+    public init(parsing r: inout ByteReader) throws(WireError) {
+        token = try r.readUInt64()
+        receiveNext = try r.readUInt64()
+    }
+
+    public func encode(into w: inout ByteWriter) {
+        w.writeUInt64(token)
+        w.writeUInt64(receiveNext)
+    }
+
+    public var encodedLength: Int { 16 }
+}

@@ -1,0 +1,947 @@
+import Crypto
+import PiconetLoop
+import PiconetWire
+
+/// The whole session protocol as one pure state machine.
+///
+/// Inputs: datagrams (`received`), time (`timerFired`), and application calls
+/// (`invite`, `respond`, `send`, `disconnect`). Outputs: `SessionAction`s —
+/// datagrams to send and events to report. `nextDeadline` tells the driver
+/// when to call `timerFired` again; no timer is due while nothing is pending
+/// except the keep-alive of connected peers.
+///
+/// A *link* is one Noise handshake between two link indices (like WireGuard's
+/// sessions). A *peer* is a `PeerID` in the session, served by exactly one
+/// established link; crossing invitations and re-invitations are folded into
+/// that one link, so the application never sees a duplicate or ghost peer.
+public struct SessionMachine {
+    public let identity: PeerIdentity
+    public let configuration: SessionConfiguration
+    /// Random per process start; tells a resuming peer from a restarted one.
+    public let instance: UInt64
+    public private(set) var statistics = SessionStatistics()
+    /// The trust-on-first-use memory (load it before, save it after; the runtime does files).
+    public var trustStore = TrustStore()
+
+    var links: [UInt32: Link] = [:]
+    /// The established link of each peer in the session.
+    var peerLinks: [PeerID: UInt32] = [:]
+    /// Responder links by (initiator address, initiator index): retransmitted first messages find their link.
+    var originIndex: [Origin: UInt32] = [:]
+    var reported: [PeerID: PeerState] = [:]
+    var dirty: Set<PeerID> = []
+    var rng: SeededRandom
+    var nextInvitation: UInt32 = 1
+    var handshakeTokens: Double
+    var tokensUpdated: Instant?
+    var actions: [SessionAction] = []
+    public private(set) var isClosed = false
+
+    static let prologue = Array("piconet-session-1".utf8)
+
+    struct Origin: Hashable {
+        var address: EndpointAddress
+        var index: UInt32
+    }
+
+    enum Phase: Equatable {
+        /// Noise messages in flight.
+        case handshaking
+        /// Initiator: handshake done, invitation sent, waiting for the answer.
+        case inviting
+        /// Responder: handshake done, waiting for the invitation.
+        case awaitingInvitation
+        /// Responder: invitation received, waiting for the policy or the application.
+        case deciding
+        case established
+        /// Done; kept briefly to answer retransmissions, then forgotten.
+        case closing
+    }
+
+    struct Link {
+        let index: UInt32
+        let initiator: Bool
+        var remoteIndex: UInt32 = 0
+        var address: EndpointAddress
+        var phase: Phase = .handshaking
+        var noise: NoiseHandshake?
+        /// The last handshake frame we sent (resent on loss).
+        var handshakeFrame: [UInt8]?
+        var retryAt: Instant?
+        var retryDelay: Duration
+        /// When this link is given up (handshake expiry, invitation deadline, closing end).
+        var expiresAt: Instant?
+        var peer: PeerID?
+        var remoteName = ""
+        var remoteInstance: UInt64 = 0
+        var verificationCode = ""
+        var encrypted = true
+        var sendCipher = CipherState()
+        var sendEpoch: UInt64 = 0
+        var receiveCipher = CipherState()
+        var previousReceiveCipher: CipherState?
+        var receiveEpoch: UInt64 = 0
+        var sendCounter: UInt64 = 0
+        var replay: ReplayWindow
+        /// Initiator: the responder has sent a sealed frame, so it has our third message.
+        var confirmed = false
+        // Invitation.
+        var invitationID: UInt32 = 0
+        var invitation: InvitationFrame?
+        var reply: InvitationReplyFrame?
+        var crossed = false
+        // Channels (moved to a new link when a peer resumes through a new handshake).
+        var channels: Channels
+        var lastHeard: Instant
+        var lastSent: Instant
+        var lost = false
+        var nextProbe: Instant?
+
+        var isHalfOpen: Bool { !initiator && (phase == .handshaking || phase == .awaitingInvitation || phase == .deciding) }
+        var token: UInt64 { initiator ? UInt64(index) << 32 | UInt64(remoteIndex) : UInt64(remoteIndex) << 32 | UInt64(index) }
+    }
+
+    struct Channels {
+        var sender: ReliableSender
+        var receiver: ReliableReceiver
+        var unreliableSeq: UInt64 = 0
+        var unreliableReplay: ReplayWindow
+    }
+
+    /// - Parameters:
+    ///   - seed: seeds link indices and the instance number (tests pass one; the runtime passes random bits).
+    public init(identity: PeerIdentity, configuration: SessionConfiguration, seed: UInt64) {
+        self.identity = identity
+        self.configuration = configuration
+        rng = SeededRandom(seed: seed)
+        instance = rng.next() | 1
+        handshakeTokens = configuration.handshakeBurst
+    }
+
+    // MARK: Application calls
+
+    /// Starts an invitation to whoever listens at `address`. The outcome
+    /// arrives as `.invitationFinished(id, …)`: accepted, declined, timed out or failed.
+    public mutating func invite(_ address: EndpointAddress, context: [UInt8], timeout: Duration? = nil,
+                                now: Instant) throws(SessionError) -> (InvitationID, [SessionAction]) {
+        guard !isClosed else { throw .closed }
+        guard context.count <= InvitationFrame.maxContextLength else {
+            throw .contextTooLarge(size: context.count, limit: InvitationFrame.maxContextLength)
+        }
+        let t = timeout ?? configuration.defaultInvitationTimeout
+        var link = newLink(initiator: true, address: address, now: now)
+        link.invitationID = allocateInvitation()
+        link.invitation = InvitationFrame(invitationID: link.invitationID,
+                                          timeoutMilliseconds: UInt32(clamping: t.nanoseconds / 1_000_000),
+                                          context: context)
+        link.expiresAt = now + t
+        var noise = NoiseHandshake(initiator: true, staticKey: identity.keyPair, prologue: SessionMachine.prologue)
+        let payload = HandshakePayload(preference: configuration.encryption, instance: 0, displayName: "")
+        do {
+            let m1 = try noise.writeMessage(payload: payload.encoded())
+            link.noise = noise
+            link.handshakeFrame = HandshakeFrame(stage: .initiation, senderIndex: link.index, receiverIndex: 0, body: m1).encoded()
+        } catch {
+            throw .transport(.protocolViolation("noise: \(error)"))
+        }
+        link.retryAt = now + link.retryDelay
+        transmit(link.handshakeFrame ?? [], to: address)
+        let id = InvitationID(rawValue: link.invitationID, isIncoming: false)
+        links[link.index] = link
+        return (id, take())
+    }
+
+    /// Answers an invitation reported by `.invitationReceived`.
+    public mutating func respond(to id: InvitationID, accept: Bool, now: Instant) throws(SessionError) -> [SessionAction] {
+        guard id.isIncoming,
+              let index = links.first(where: { $0.value.phase == .deciding && $0.value.invitationID == id.rawValue })?.key
+        else { throw .unknownInvitation }
+        if accept { acceptInvitation(index, now: now) } else { decline(index, decision: .declined, now: now) }
+        return take()
+    }
+
+    /// Sends to each of `peers` (all must be connected, or nothing is sent).
+    public mutating func send(_ message: [UInt8], to peers: [PeerID], mode: SendMode,
+                              now: Instant) throws(SessionError) -> (SendStatus, [SessionAction]) {
+        guard !isClosed else { throw .closed }
+        var targets: [UInt32] = []
+        for p in peers {
+            guard let i = peerLinks[p], let l = links[i] else { throw .notConnected(p) }
+            if mode == .reliable, l.channels.sender.isStalled { throw .stalled }
+            targets.append(i)
+        }
+        switch mode {
+        case .unreliable:
+            let limit = maximumUnreliablePayload
+            guard message.count <= limit else { throw .messageTooLarge(size: message.count, limit: limit) }
+            for i in targets {
+                guard var l = links[i] else { continue }
+                let seq = l.channels.unreliableSeq
+                l.channels.unreliableSeq += 1
+                let frame = DataFrame(kind: .unreliable(seq: seq), payload: message)
+                sendSealed(frame, type: .data, link: &l, now: now)
+                links[i] = l
+            }
+            return (.sent, take())
+        case .reliable:
+            var status = SendStatus.sent
+            for i in targets {
+                guard var l = links[i] else { continue }
+                if try l.channels.sender.enqueue(message) == .stalled { status = .stalled }
+                flush(&l, now: now)
+                links[i] = l
+            }
+            return (status, take())
+        }
+    }
+
+    /// Ends the session with `peer` (the peer sees `.peerClosed(_, .normal)`).
+    public mutating func disconnect(_ peer: PeerID, now: Instant) -> [SessionAction] {
+        if let i = peerLinks[peer], var l = links[i] {
+            sendSealed(CloseFrame(reason: .normal), type: .close, link: &l, now: now)
+            links[i] = l
+            removeLink(i)
+        }
+        reconcile()
+        return take()
+    }
+
+    /// Closes every link (peers hear `.normal`) and refuses further calls.
+    public mutating func close(now: Instant) -> [SessionAction] {
+        for i in Array(links.keys) {
+            guard var l = links[i] else { continue }
+            finishInvitation(l, .failed("session closed"))
+            if l.phase != .closing { sendSealed(CloseFrame(reason: .normal), type: .close, link: &l, now: now) }
+            links[i] = l
+            removeLink(i)
+        }
+        isClosed = true
+        reconcile()
+        return take()
+    }
+
+    public func state(of peer: PeerID) -> PeerState { reported[peer] ?? .notConnected }
+
+    /// Peers currently connected (not lost).
+    public var connectedPeers: [PeerID] { reported.filter { $0.value == .connected }.map(\.key).sorted() }
+
+    /// The short authentication string of the link that serves `peer`.
+    public func verificationCode(for peer: PeerID) -> String? {
+        peerLinks[peer].flatMap { links[$0]?.verificationCode }
+    }
+
+    public func displayName(of peer: PeerID) -> String? {
+        peerLinks[peer].flatMap { links[$0]?.remoteName }
+    }
+
+    /// Whether traffic with `peer` is encrypted (false when one side chose `none`).
+    public func isEncrypted(with peer: PeerID) -> Bool? {
+        peerLinks[peer].flatMap { links[$0]?.encrypted }
+    }
+
+    /// The payload limit of one unreliable message (the path MTU minus session overhead).
+    public var maximumUnreliablePayload: Int {
+        configuration.maximumDatagramSize - sealedOverhead - DataFrame.unreliableHeaderLength
+    }
+
+    /// Links not yet in the session (the flood-bounded set).
+    public var halfOpenCount: Int { links.values.filter(\.isHalfOpen).count }
+    public var linkCount: Int { links.count }
+
+    // MARK: Inputs
+
+    /// One datagram from the transport.
+    public mutating func received(_ bytes: [UInt8], from address: EndpointAddress, at now: Instant) -> [SessionAction] {
+        guard !isClosed else { return [] }
+        statistics.framesReceived += 1
+        guard bytes.count >= FrameHeader.length else { statistics.malformedDropped += 1; return [] }
+        if bytes[1] == FrameType.handshake.rawValue {
+            do {
+                let f = try HandshakeFrame(decoding: bytes)
+                handleHandshake(f, from: address, now: now)
+            } catch {
+                statistics.malformedDropped += 1
+            }
+        } else {
+            do {
+                let f = try SealedFrame(decoding: bytes)
+                handleSealed(f, from: address, now: now)
+            } catch {
+                statistics.malformedDropped += 1
+            }
+        }
+        reconcile()
+        return take()
+    }
+
+    /// Time passed: retransmissions, keep-alives, lost detection, expiries.
+    public mutating func timerFired(at now: Instant) -> [SessionAction] {
+        guard !isClosed else { return [] }
+        for i in Array(links.keys) {
+            guard var l = links[i] else { continue }
+            if tick(&l, now: now) { links[i] = l } else { removeLink(i) }
+        }
+        reconcile()
+        return take()
+    }
+
+    /// When `timerFired` must run next (nil: nothing pending).
+    public var nextDeadline: Instant? {
+        var best: Instant?
+        func consider(_ d: Instant?) {
+            guard let d else { return }
+            if best == nil || d < best! { best = d }
+        }
+        for l in links.values {
+            consider(l.expiresAt)
+            switch l.phase {
+            case .handshaking, .inviting: consider(l.retryAt)
+            case .established:
+                if l.lost {
+                    consider(l.nextProbe)
+                    consider(l.lastHeard + configuration.lostTimeout + configuration.resumeWindow)
+                } else {
+                    consider(l.channels.sender.nextDeadline)
+                    consider(l.lastSent + configuration.keepAliveInterval)
+                    consider(l.lastHeard + configuration.lostTimeout)
+                }
+            default: break
+            }
+        }
+        return best
+    }
+
+    // MARK: Links
+
+    mutating func newLink(initiator: Bool, address: EndpointAddress, now: Instant) -> Link {
+        var index: UInt32 = 0
+        while index == 0 || links[index] != nil { index = UInt32(truncatingIfNeeded: rng.next()) }
+        return Link(index: index, initiator: initiator, address: address, retryDelay: configuration.handshakeRetry,
+                    replay: ReplayWindow(size: configuration.replayWindow), channels: newChannels(),
+                    lastHeard: now, lastSent: now)
+    }
+
+    func newChannels() -> Channels {
+        var rc = configuration.reliable
+        rc.fragmentSize = max(1, configuration.maximumDatagramSize - sealedOverhead - DataFrame.reliableHeaderLength)
+        return Channels(sender: ReliableSender(configuration: rc), receiver: ReliableReceiver(configuration: rc),
+                        unreliableReplay: ReplayWindow(size: configuration.replayWindow))
+    }
+
+    mutating func allocateInvitation() -> UInt32 {
+        defer { nextInvitation &+= 1; if nextInvitation == 0 { nextInvitation = 1 } }
+        return nextInvitation
+    }
+
+    mutating func removeLink(_ index: UInt32) {
+        guard let l = links.removeValue(forKey: index) else { return }
+        if !l.initiator { originIndex[Origin(address: l.address, index: l.remoteIndex)] = nil }
+        if let p = l.peer {
+            if peerLinks[p] == index { peerLinks[p] = nil }
+            dirty.insert(p)
+        }
+    }
+
+    mutating func take() -> [SessionAction] {
+        defer { actions = [] }
+        return actions
+    }
+
+    mutating func emit(_ e: SessionEvent) { actions.append(.event(e)) }
+
+    mutating func transmit(_ bytes: [UInt8], to address: EndpointAddress) {
+        statistics.framesSent += 1
+        actions.append(.send(bytes, to: address))
+    }
+
+    /// Reports each peer whose derived state changed, exactly once per change.
+    mutating func reconcile() {
+        for p in dirty.sorted() {
+            let s = derivedState(p)
+            let old = reported[p] ?? .notConnected
+            if s != old {
+                if s == .notConnected { reported[p] = nil } else { reported[p] = s }
+                emit(.peerStateChanged(p, s))
+            }
+        }
+        dirty = []
+    }
+
+    func derivedState(_ p: PeerID) -> PeerState {
+        if let i = peerLinks[p], let l = links[i] { return l.lost ? .connecting : .connected }
+        let pending = links.values.contains { l in
+            l.peer == p && (l.phase == .inviting || l.phase == .deciding)
+        }
+        return pending ? .connecting : .notConnected
+    }
+
+    // MARK: Handshake
+
+    mutating func handleHandshake(_ f: HandshakeFrame, from address: EndpointAddress, now: Instant) {
+        switch f.stage {
+        case .initiation:
+            handleInitiation(f, from: address, now: now)
+        case .response:
+            guard var l = links[f.receiverIndex], l.initiator else { statistics.unknownLinkDropped += 1; return }
+            if l.phase != .handshaking {
+                // Our third message was lost: send it again.
+                if l.noise == nil, let m3 = l.handshakeFrame, !l.confirmed { transmit(m3, to: l.address) }
+                return
+            }
+            handleResponse(f, link: &l, now: now)
+            if links[l.index] != nil { links[l.index] = l }
+        case .confirmation:
+            guard var l = links[f.receiverIndex], !l.initiator, l.remoteIndex == f.senderIndex else {
+                statistics.unknownLinkDropped += 1
+                return
+            }
+            guard l.phase == .handshaking, var noise = l.noise else { return } // a duplicate
+            do {
+                let payload = try HandshakePayload(decoding: try noise.readMessage(f.body))
+                guard let rs = noise.remoteStaticKey else { throw NoiseError.outOfOrder }
+                try completeHandshake(&l, noise: noise, remoteStatic: rs, payload: payload)
+                l.phase = .awaitingInvitation
+                l.expiresAt = now + configuration.handshakeTimeout
+                l.lastHeard = now
+                links[l.index] = l
+            } catch {
+                statistics.handshakeFailures += 1
+            }
+        case .refusal:
+            guard let l = links[f.receiverIndex], l.initiator, l.phase == .handshaking,
+                  l.address == address, let close = try? CloseFrame(decoding: f.body) else {
+                statistics.unknownLinkDropped += 1
+                return
+            }
+            finishInvitation(l, .failed(close.reason.description))
+            removeLink(l.index)
+        }
+    }
+
+    mutating func refillTokens(now: Instant) {
+        if let t = tokensUpdated {
+            handshakeTokens = min(configuration.handshakeBurst,
+                                  handshakeTokens + (now - t).seconds * configuration.handshakeRate)
+        }
+        tokensUpdated = now
+    }
+
+    mutating func handleInitiation(_ f: HandshakeFrame, from address: EndpointAddress, now: Instant) {
+        let origin = Origin(address: address, index: f.senderIndex)
+        if let i = originIndex[origin], let l = links[i] {
+            // A retransmitted first message: answer with the same second message.
+            if l.phase == .handshaking, let m2 = l.handshakeFrame { transmit(m2, to: address) }
+            return
+        }
+        refillTokens(now: now)
+        guard handshakeTokens >= 1, halfOpenCount < configuration.maximumHalfOpen else {
+            statistics.handshakesThrottled += 1
+            return
+        }
+        handshakeTokens -= 1
+        var noise = NoiseHandshake(initiator: false, staticKey: identity.keyPair, prologue: SessionMachine.prologue)
+        let remote: HandshakePayload
+        do {
+            remote = try HandshakePayload(decoding: try noise.readMessage(f.body))
+        } catch {
+            statistics.handshakeFailures += 1
+            return
+        }
+        guard EncryptionPreference.negotiate(configuration.encryption, remote.preference) != nil else {
+            let refusal = HandshakeFrame(stage: .refusal, senderIndex: 0, receiverIndex: f.senderIndex,
+                                         body: CloseFrame(reason: .encryptionMismatch,
+                                                          text: "local \(configuration.encryption), remote \(remote.preference)").encoded())
+            transmit(refusal.encoded(), to: address)
+            emit(.connectionRefused(address, .encryptionMismatch))
+            return
+        }
+        var l = newLink(initiator: false, address: address, now: now)
+        l.remoteIndex = f.senderIndex
+        do {
+            let mine = HandshakePayload(preference: configuration.encryption, instance: instance, displayName: identity.displayName)
+            let m2 = try noise.writeMessage(payload: mine.encoded())
+            l.handshakeFrame = HandshakeFrame(stage: .response, senderIndex: l.index, receiverIndex: f.senderIndex, body: m2).encoded()
+        } catch {
+            statistics.handshakeFailures += 1
+            return
+        }
+        l.noise = noise
+        l.expiresAt = now + configuration.handshakeTimeout
+        transmit(l.handshakeFrame ?? [], to: address)
+        originIndex[origin] = l.index
+        links[l.index] = l
+    }
+
+    mutating func handleResponse(_ f: HandshakeFrame, link l: inout Link, now: Instant) {
+        guard var noise = l.noise else { return }
+        let payload: HandshakePayload
+        do {
+            payload = try HandshakePayload(decoding: try noise.readMessage(f.body))
+        } catch {
+            statistics.handshakeFailures += 1
+            return
+        }
+        guard let rs = noise.remoteStaticKey else { return }
+        guard EncryptionPreference.negotiate(configuration.encryption, payload.preference) != nil else {
+            finishInvitation(l, .failed(CloseReason.encryptionMismatch.description))
+            removeLink(l.index)
+            return
+        }
+        do {
+            let mine = HandshakePayload(preference: configuration.encryption, instance: instance, displayName: identity.displayName)
+            let m3 = try noise.writeMessage(payload: mine.encoded())
+            l.remoteIndex = f.senderIndex
+            l.handshakeFrame = HandshakeFrame(stage: .confirmation, senderIndex: l.index, receiverIndex: f.senderIndex, body: m3).encoded()
+            try completeHandshake(&l, noise: noise, remoteStatic: rs, payload: payload)
+        } catch {
+            statistics.handshakeFailures += 1
+            return
+        }
+        l.lastHeard = now
+        transmit(l.handshakeFrame ?? [], to: l.address)
+        guard let peer = l.peer else { return }
+        if peer == identity.peerID {
+            finishInvitation(l, .failed("invited ourselves"))
+            removeLink(l.index)
+            return
+        }
+        if let i = peerLinks[peer], let existing = links[i], !existing.lost,
+           !(identity.peerID < peer && !existing.initiator) {
+            // Already in the session with this peer over the link that survives
+            // (the one the lower peer ID initiated): the invitation is moot. The
+            // other side holds this link only half-open, so closing it is safe.
+            finishInvitation(l, .accepted(peer))
+            sendSealed(CloseFrame(reason: .duplicate), type: .close, link: &l, now: now)
+            removeLink(l.index)
+            return
+        }
+        l.phase = .inviting
+        l.retryDelay = configuration.handshakeRetry
+        l.retryAt = now + l.retryDelay
+        if let inv = l.invitation { sendSealed(inv, type: .invitation, link: &l, now: now) }
+        links[l.index] = l
+        dirty.insert(peer)
+        resolveCrossing(peer, now: now)
+        if let updated = links[l.index] { l = updated }
+    }
+
+    mutating func completeHandshake(_ l: inout Link, noise: NoiseHandshake, remoteStatic: [UInt8],
+                                    payload: HandshakePayload) throws(NoiseError) {
+        let (send, receive) = try noise.transport()
+        l.sendCipher = send
+        l.receiveCipher = receive
+        l.encrypted = EncryptionPreference.negotiate(configuration.encryption, payload.preference) ?? true
+        l.peer = PeerID(publicKey: remoteStatic)
+        l.remoteName = payload.displayName
+        l.remoteInstance = payload.instance
+        l.verificationCode = shortAuthenticationString(handshakeHash: noise.handshakeHash)
+        l.noise = nil
+    }
+
+    // MARK: Invitations
+
+    mutating func finishInvitation(_ l: Link, _ outcome: InvitationOutcome) {
+        guard l.invitationID != 0 else { return }
+        if l.initiator, l.phase == .handshaking || l.phase == .inviting {
+            emit(.invitationFinished(InvitationID(rawValue: l.invitationID, isIncoming: false), outcome))
+        } else if !l.initiator, l.phase == .deciding {
+            emit(.invitationFinished(InvitationID(rawValue: l.invitationID, isIncoming: true), outcome))
+        }
+        if let p = l.peer { dirty.insert(p) }
+    }
+
+    mutating func handleInvitation(_ inv: InvitationFrame, link l: inout Link, now: Instant) {
+        guard !l.initiator else { statistics.protocolViolations += 1; return }
+        if let reply = l.reply {
+            sendSealed(reply, type: .invitationReply, link: &l, now: now)
+            return
+        }
+        guard l.phase == .awaitingInvitation, let peer = l.peer else { return }
+        l.invitationID = allocateInvitation()
+        l.invitation = inv
+        l.phase = .deciding
+        let wait = Duration.milliseconds(Int64(inv.timeoutMilliseconds))
+        l.expiresAt = now + min(wait, configuration.defaultInvitationTimeout * 4)
+        links[l.index] = l
+        dirty.insert(peer)
+        let index = l.index
+        defer { if let updated = links[index] { l = updated } }
+        if resolveCrossing(peer, now: now) { return }
+        if let e = peerLinks[peer], let existing = links[e] {
+            if identity.peerID < peer, existing.initiator, !existing.lost {
+                // Crossing after our own link already won: the lower ID's link survives.
+                decline(index, decision: .crossed, now: now)
+            } else {
+                // A peer already in the session (it lost us, restarted, or crossed us): admitted before.
+                acceptInvitation(index, now: now)
+            }
+            return
+        }
+        switch configuration.policy {
+        case .acceptAll: acceptInvitation(index, now: now)
+        case .declineAll: decline(index, decision: .declined, now: now)
+        case let .allowList(allowed):
+            if allowed.contains(peer) { acceptInvitation(index, now: now) } else { decline(index, decision: .declined, now: now) }
+        case .trustOnFirstUse:
+            if trustStore.admit(peer, name: l.remoteName) { acceptInvitation(index, now: now) } else { decline(index, decision: .declined, now: now) }
+        case .ask:
+            emit(.invitationReceived(InvitationRequest(
+                id: InvitationID(rawValue: l.invitationID, isIncoming: true), peer: peer, displayName: l.remoteName,
+                context: inv.context, verificationCode: l.verificationCode, address: l.address)))
+        }
+    }
+
+    /// Both sides invited each other: the link initiated by the lower peer ID
+    /// survives. Returns true when it acted.
+    @discardableResult
+    mutating func resolveCrossing(_ peer: PeerID, now: Instant) -> Bool {
+        guard let out = links.values.first(where: { $0.initiator && $0.peer == peer && $0.phase == .inviting })?.index,
+              let inc = links.values.first(where: { !$0.initiator && $0.peer == peer && $0.phase == .deciding })?.index
+        else { return false }
+        if identity.peerID < peer {
+            // Ours survives; tell the other side to use it.
+            decline(inc, decision: .crossed, now: now)
+        } else {
+            // Theirs survives: accept it, and our own invitation has its answer.
+            acceptInvitation(inc, now: now)
+            if var o = links[out] {
+                finishInvitation(o, .accepted(peer))
+                sendSealed(CloseFrame(reason: .duplicate), type: .close, link: &o, now: now)
+                links[out] = o
+                removeLink(out)
+            }
+        }
+        return true
+    }
+
+    mutating func acceptInvitation(_ index: UInt32, now: Instant) {
+        guard var l = links[index], l.phase == .deciding, let peer = l.peer else { return }
+        let reply = InvitationReplyFrame(invitationID: l.invitation?.invitationID ?? 0, decision: .accepted)
+        l.reply = reply
+        finishInvitation(l, .accepted(peer))
+        sendSealed(reply, type: .invitationReply, link: &l, now: now)
+        links[index] = l
+        establish(index, now: now)
+    }
+
+    mutating func decline(_ index: UInt32, decision: InvitationReplyFrame.Decision, now: Instant) {
+        guard var l = links[index], l.phase == .deciding, let peer = l.peer else { return }
+        let reply = InvitationReplyFrame(invitationID: l.invitation?.invitationID ?? 0, decision: decision)
+        l.reply = reply
+        switch decision {
+        case .declined: finishInvitation(l, .declined(peer))
+        case .timedOut: finishInvitation(l, .timedOut)
+        case .crossed: finishInvitation(l, .accepted(peer)) // merged into our own invitation's link
+        case .accepted: break
+        }
+        sendSealed(reply, type: .invitationReply, link: &l, now: now)
+        l.phase = .closing
+        l.expiresAt = now + configuration.handshakeTimeout
+        links[index] = l
+        dirty.insert(peer)
+    }
+
+    mutating func handleReply(_ r: InvitationReplyFrame, link l: inout Link, now: Instant) {
+        guard l.initiator, l.phase == .inviting, let peer = l.peer, r.invitationID == l.invitationID else { return }
+        switch r.decision {
+        case .accepted:
+            links[l.index] = l
+            establish(l.index, now: now)
+            if let updated = links[l.index] { l = updated }
+        case .declined, .timedOut:
+            finishInvitation(l, r.decision == .declined ? .declined(peer) : .timedOut)
+            l.phase = .closing
+            l.expiresAt = now
+        case .crossed:
+            // The other side's invitation to us is the one that survives; wait for it.
+            l.crossed = true
+            l.retryAt = nil
+        }
+    }
+
+    /// Puts a link in the session as its peer's one link; folds in an older link (resume).
+    mutating func establish(_ index: UInt32, now: Instant) {
+        guard var l = links[index], let peer = l.peer else { return }
+        if l.initiator, l.phase == .inviting { finishInvitation(l, .accepted(peer)) }
+        if let old = peerLinks[peer], old != index, let o = links[old] {
+            if o.remoteInstance == l.remoteInstance {
+                // Same process on the other side: continue its reliable streams exactly where they were.
+                l.channels = o.channels
+                l.channels.sender.resendAll(from: l.channels.sender.acknowledgedUpTo, now: now)
+                statistics.resumes += 1
+            }
+            removeLink(old)
+        }
+        l.phase = .established
+        l.expiresAt = nil
+        l.retryAt = nil
+        l.lastHeard = now
+        l.lost = false
+        links[index] = l
+        peerLinks[peer] = index
+        dirty.insert(peer)
+        // Our own pending invitations to this peer are answered by this link.
+        for (i, var o) in links where i != index && o.peer == peer && o.initiator && o.phase == .inviting {
+            finishInvitation(o, .accepted(peer))
+            sendSealed(CloseFrame(reason: .duplicate), type: .close, link: &o, now: now)
+            links[i] = o
+            removeLink(i)
+        }
+        if var e = links[index] {
+            flush(&e, now: now)
+            links[index] = e
+        }
+    }
+
+    // MARK: Sealed frames
+
+    mutating func sendSealed<T: WireCodable>(_ inner: T, type: FrameType, link l: inout Link, now: Instant) {
+        guard l.noise == nil else { return }
+        let counter = l.sendCounter
+        l.sendCounter += 1
+        let epoch = counter / max(1, configuration.rekeyAfterFrames)
+        while l.encrypted, l.sendEpoch < epoch {
+            l.sendCipher.rekey()
+            l.sendEpoch += 1
+            statistics.rekeys += 1
+        }
+        let plain = inner.encoded()
+        var frame = SealedFrame(type: type, encrypted: l.encrypted, receiverIndex: l.remoteIndex, counter: counter,
+                                body: [UInt8](repeating: 0, count: plain.count + SealedFrame.minimumBody))
+        let ad = frame.associatedData
+        if l.encrypted {
+            guard let body = try? l.sendCipher.encrypt(nonce: counter, ad: ad, plaintext: plain) else { return }
+            frame.body = body
+        } else {
+            frame.body = plain + SessionMachine.checksum(ad, plain)
+        }
+        l.lastSent = now
+        transmit(frame.encoded(), to: l.address)
+    }
+
+    /// Integrity (not authenticity) for unencrypted sessions: catches corruption on the link.
+    static func checksum(_ ad: [UInt8], _ plain: [UInt8]) -> [UInt8] {
+        var h = SHA256()
+        h.update(data: ad)
+        h.update(data: plain)
+        return Array(h.finalize().prefix(SealedFrame.minimumBody))
+    }
+
+    mutating func open(_ f: SealedFrame, link l: inout Link) -> [UInt8]? {
+        guard f.encrypted == l.encrypted else { statistics.authenticationFailures += 1; return nil }
+        guard l.replay.wouldAccept(f.counter) else { statistics.replaysDropped += 1; return nil }
+        let ad = f.associatedData
+        if !l.encrypted {
+            let plain = Array(f.body.dropLast(SealedFrame.minimumBody))
+            guard SessionMachine.checksum(ad, plain) == Array(f.body.suffix(SealedFrame.minimumBody)) else {
+                statistics.authenticationFailures += 1
+                return nil
+            }
+            l.replay.accept(f.counter)
+            return plain
+        }
+        let epoch = f.counter / max(1, configuration.rekeyAfterFrames)
+        var plain: [UInt8]?
+        if epoch == l.receiveEpoch {
+            plain = try? l.receiveCipher.decrypt(nonce: f.counter, ad: ad, ciphertext: f.body)
+        } else if epoch + 1 == l.receiveEpoch {
+            plain = try? l.previousReceiveCipher?.decrypt(nonce: f.counter, ad: ad, ciphertext: f.body)
+        } else if epoch == l.receiveEpoch + 1 {
+            var next = l.receiveCipher
+            next.rekey()
+            plain = try? next.decrypt(nonce: f.counter, ad: ad, ciphertext: f.body)
+            if plain != nil {
+                l.previousReceiveCipher = l.receiveCipher
+                l.receiveCipher = next
+                l.receiveEpoch += 1
+                statistics.rekeys += 1
+            }
+        }
+        guard let plain else { statistics.authenticationFailures += 1; return nil }
+        l.replay.accept(f.counter)
+        return plain
+    }
+
+    mutating func handleSealed(_ f: SealedFrame, from address: EndpointAddress, now: Instant) {
+        guard var l = links[f.receiverIndex], l.noise == nil else {
+            statistics.unknownLinkDropped += 1
+            return
+        }
+        guard l.sendCipher.hasKey || !l.encrypted else { statistics.unknownLinkDropped += 1; return }
+        guard let plain = open(f, link: &l) else { links[l.index] = l; return }
+        // Authentic: the peer is alive, possibly at a new address (Wi-Fi roaming, NAT rebinding).
+        l.lastHeard = now
+        l.confirmed = true
+        if l.address != address {
+            if !l.initiator { originIndex[Origin(address: l.address, index: l.remoteIndex)] = nil }
+            l.address = address
+        }
+        if l.lost {
+            l.lost = false
+            l.nextProbe = nil
+            l.channels.sender.resendAll(from: l.channels.sender.acknowledgedUpTo, now: now)
+            statistics.resumes += 1
+            if let p = l.peer { dirty.insert(p) }
+        }
+        do {
+            switch f.type {
+            case .invitation:
+                handleInvitation(try InvitationFrame(decoding: plain), link: &l, now: now)
+            case .invitationReply:
+                handleReply(try InvitationReplyFrame(decoding: plain), link: &l, now: now)
+            case .data:
+                let d = try DataFrame(decoding: plain)
+                implicitAccept(&l, now: now)
+                guard l.phase == .established else { break }
+                handleData(d, link: &l, now: now)
+            case .ack:
+                let a = try AckFrame(decoding: plain)
+                implicitAccept(&l, now: now)
+                guard l.phase == .established else { break }
+                if l.channels.sender.acknowledged(a, now: now), let p = l.peer { emit(.unstalled(p)) }
+            case .keepAlive:
+                let k = try KeepAliveFrame(decoding: plain)
+                implicitAccept(&l, now: now)
+                if !k.isReply, l.phase == .established, now - l.lastSent >= configuration.keepAliveInterval / 2 {
+                    sendSealed(KeepAliveFrame(isReply: true), type: .keepAlive, link: &l, now: now)
+                }
+            case .close:
+                let c = try CloseFrame(decoding: plain)
+                handleClose(c, link: l, now: now)
+                return
+            case .resume:
+                let r = try ResumeFrame(decoding: plain)
+                guard r.token == l.token, l.phase == .established else { break }
+                l.channels.sender.resendAll(from: r.receiveNext, now: now)
+                sendSealed(l.channels.receiver.acknowledgement, type: .ack, link: &l, now: now)
+            default:
+                statistics.unknownLinkDropped += 1
+            }
+        } catch {
+            statistics.malformedDropped += 1
+        }
+        if links[l.index] != nil {
+            if l.phase == .established { flush(&l, now: now) }
+            links[l.index] = l
+        }
+    }
+
+    /// Data from the invitee before its reply arrived: the reply was lost, and data means accepted.
+    mutating func implicitAccept(_ l: inout Link, now: Instant) {
+        guard l.initiator, l.phase == .inviting, !l.crossed else { return }
+        links[l.index] = l
+        establish(l.index, now: now)
+        if let updated = links[l.index] { l = updated }
+    }
+
+    mutating func handleData(_ d: DataFrame, link l: inout Link, now: Instant) {
+        guard let peer = l.peer else { return }
+        switch d.kind {
+        case let .unreliable(seq):
+            guard l.channels.unreliableReplay.accept(seq) else { statistics.duplicateDatagramsDropped += 1; return }
+            emit(.received(d.payload, from: peer, mode: .unreliable))
+        case let .reliable(seq, index, count):
+            switch l.channels.receiver.receive(seq: seq, index: index, count: count, payload: d.payload) {
+            case let .delivered(messages):
+                for m in messages { emit(.received(m, from: peer, mode: .reliable)) }
+            case .duplicate:
+                statistics.duplicateFragments += 1
+            case .outOfWindow:
+                break
+            case let .violation(why):
+                statistics.protocolViolations += 1
+                sendSealed(CloseFrame(reason: .protocolViolation, text: why), type: .close, link: &l, now: now)
+                emit(.peerClosed(peer, .protocolViolation))
+                links[l.index] = l
+                removeLink(l.index)
+                return
+            }
+            sendSealed(l.channels.receiver.acknowledgement, type: .ack, link: &l, now: now)
+        }
+    }
+
+    mutating func handleClose(_ c: CloseFrame, link l: Link, now: Instant) {
+        if let p = l.peer {
+            switch c.reason {
+            case .declined: finishInvitation(l, .declined(p))
+            case .timedOut: finishInvitation(l, .timedOut)
+            default: finishInvitation(l, .failed(c.reason.description))
+            }
+            if peerLinks[p] == l.index { emit(.peerClosed(p, c.reason)) }
+        }
+        removeLink(l.index)
+    }
+
+    /// Sends what the reliable sender has due.
+    mutating func flush(_ l: inout Link, now: Instant) {
+        guard l.phase == .established, !l.lost else { return }
+        let before = l.channels.sender.retransmissions
+        for frame in l.channels.sender.poll(now: now) {
+            sendSealed(frame, type: .data, link: &l, now: now)
+        }
+        statistics.retransmissions += l.channels.sender.retransmissions - before
+    }
+
+    // MARK: Timers
+
+    /// Advances one link; false when it is to be removed.
+    mutating func tick(_ l: inout Link, now: Instant) -> Bool {
+        switch l.phase {
+        case .handshaking:
+            if let e = l.expiresAt, e <= now {
+                if l.initiator { finishInvitation(l, .timedOut) } else { statistics.halfOpenExpired += 1 }
+                return false
+            }
+            if l.initiator, let r = l.retryAt, r <= now, let m1 = l.handshakeFrame {
+                transmit(m1, to: l.address)
+                l.retryDelay = min(l.retryDelay * 2, .seconds(2))
+                l.retryAt = now + l.retryDelay
+            }
+        case .inviting:
+            if let e = l.expiresAt, e <= now {
+                finishInvitation(l, .timedOut)
+                sendSealed(CloseFrame(reason: .timedOut), type: .close, link: &l, now: now)
+                return false
+            }
+            if let r = l.retryAt, r <= now {
+                if !l.confirmed, let m3 = l.handshakeFrame { transmit(m3, to: l.address) }
+                if let inv = l.invitation { sendSealed(inv, type: .invitation, link: &l, now: now) }
+                l.retryDelay = min(l.retryDelay * 2, .seconds(2))
+                l.retryAt = now + l.retryDelay
+            }
+        case .awaitingInvitation:
+            if let e = l.expiresAt, e <= now { statistics.halfOpenExpired += 1; return false }
+        case .deciding:
+            if let e = l.expiresAt, e <= now {
+                links[l.index] = l
+                decline(l.index, decision: .timedOut, now: now)
+                if let updated = links[l.index] { l = updated }
+            }
+        case .closing:
+            if let e = l.expiresAt, e <= now { return false }
+        case .established:
+            let silence = now - l.lastHeard
+            if silence >= configuration.lostTimeout + configuration.resumeWindow {
+                if let p = l.peer { emit(.peerClosed(p, .resumeExpired)) }
+                return false
+            }
+            if silence >= configuration.lostTimeout {
+                if !l.lost {
+                    l.lost = true
+                    l.nextProbe = now
+                    if let p = l.peer { dirty.insert(p) }
+                }
+                if let p = l.nextProbe, p <= now {
+                    sendSealed(ResumeFrame(token: l.token, receiveNext: l.channels.receiver.next), type: .resume, link: &l, now: now)
+                    l.nextProbe = now + configuration.resumeProbeInterval
+                }
+                return true
+            }
+            flush(&l, now: now)
+            if now - l.lastSent >= configuration.keepAliveInterval {
+                sendSealed(KeepAliveFrame(isReply: false), type: .keepAlive, link: &l, now: now)
+            }
+        }
+        return true
+    }
+}
