@@ -101,7 +101,7 @@ let package = Package(
                                          .product(name: "ArgumentParser", package: "swift-argument-parser")],
                           swiftSettings: swift6),
         .executableTarget(name: "piconet-hub",
-                          dependencies: ["PiconetRuntime",
+                          dependencies: ["PiconetRuntime", "PiconetHubServer", "PiconetStore",
                                          .product(name: "ArgumentParser", package: "swift-argument-parser")],
                           swiftSettings: swift6),
 

@@ -38,7 +38,7 @@ public struct HubHTTPServer: Sendable {
         }
         router.get("/healthz") { _, _ in "ok" }
         router.get("/api/nodes") { _, _ in
-            let nodes = feed.snapshot.nodes.map { n -> NodeSnapshot in var c = n; c.series = []; return c }
+            let nodes = feed.snapshot.nodes.map { n -> NodeStatus in var c = n; c.series = []; return c }
             return try jsonResponse(nodes)
         }
         router.get("/api/nodes/:id/series") { request, context in

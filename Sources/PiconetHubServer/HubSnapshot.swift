@@ -7,9 +7,9 @@
 public struct HubSnapshot: Sendable, Codable, Equatable {
     public var generatedAt: Double          // seconds since the Unix epoch
     public var hub: HubInfo
-    public var nodes: [NodeSnapshot]
+    public var nodes: [NodeStatus]
 
-    public init(generatedAt: Double, hub: HubInfo, nodes: [NodeSnapshot]) {
+    public init(generatedAt: Double, hub: HubInfo, nodes: [NodeStatus]) {
         self.generatedAt = generatedAt
         self.hub = hub
         self.nodes = nodes
@@ -38,7 +38,7 @@ public struct HubInfo: Sendable, Codable, Equatable {
 
 /// One node's aggregates. Units are in the names: bpm, ms, ratio 0...1,
 /// steps per minute, seconds since the Unix epoch for `lastSeen`.
-public struct NodeSnapshot: Sendable, Codable, Equatable {
+public struct NodeStatus: Sendable, Codable, Equatable {
     public var id: String
     public var name: String
     /// notConnected / connecting / connected
@@ -49,7 +49,7 @@ public struct NodeSnapshot: Sendable, Codable, Equatable {
     public var max: Double?
     public var rmssd: Double?
     public var sdnn: Double?
-    /// Motion activity level (0 rest ... 1 running), or nil before any motion.
+    /// Motion activity: mean deviation of acceleration from 1 g, in mg (rest ≈ 0–30, running ≈ 300+).
     public var activity: Double?
     public var steps: Int
     public var cadence: Double?

@@ -36,9 +36,9 @@ function card(n) {
    <div class="nums"><div>bpm<b class="bpm"></b></div><div>min/avg/max<b class="mam"></b></div>
    <div>RMSSD ms<b class="rmssd"></b></div><div>loss<b class="loss"></b></div>
    <div>steps<b class="steps"></b></div><div>cadence<b class="cad"></b></div>
-   <div>activity<b class="act"></b></div><div>SDNN ms<b class="sdnn"></b></div></div>
+   <div>activity mg<b class="act"></b></div><div>SDNN ms<b class="sdnn"></b></div></div>
    <div class="label">heart rate (bpm)</div><canvas class="hr" width="600" height="110"></canvas>
-   <div class="label">motion activity</div><canvas class="mo" width="600" height="110"></canvas>`;
+   <div class="label">motion activity (mg)</div><canvas class="mo" width="600" height="110"></canvas>`;
   document.getElementById("nodes").appendChild(el);
   cards[n.id] = el; return el;
 }
@@ -75,9 +75,9 @@ function render(s) {
     el.querySelector(".loss").textContent = fmt(n.loss * 100, 1) + "%";
     el.querySelector(".steps").textContent = n.steps;
     el.querySelector(".cad").textContent = fmt(n.cadence, 0);
-    el.querySelector(".act").textContent = fmt(n.activity, 2);
+    el.querySelector(".act").textContent = fmt(n.activity, 0);
     plotted += plot(el.querySelector(".hr"), n.series, "bpm", 40, 200, "#ff6b6b");
-    plotted += plot(el.querySelector(".mo"), n.series, "activity", 0, 1, "#4dabf7");
+    plotted += plot(el.querySelector(".mo"), n.series, "activity", 0, 800, "#4dabf7");
   }
   document.body.dataset.plottedPoints = plotted;
 }

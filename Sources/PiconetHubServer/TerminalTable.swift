@@ -6,7 +6,7 @@
 public enum TerminalTable {
     public static let columns: [(String, Int)] = [
         ("NODE", 14), ("STATE", 12), ("BPM", 5), ("MIN", 5), ("AVG", 5), ("MAX", 5),
-        ("RMSSD", 6), ("SDNN", 6), ("ACT", 5), ("STEPS", 6), ("CAD", 5), ("LOSS", 6), ("LAT ms", 7),
+        ("RMSSD", 6), ("SDNN", 6), ("ACT mg", 6), ("STEPS", 6), ("CAD", 5), ("LOSS", 6), ("LAT ms", 7),
     ]
 
     /// The table as lines (no trailing newline in any line).
@@ -18,7 +18,7 @@ public enum TerminalTable {
         for n in s.nodes.sorted(by: { $0.name < $1.name }) {
             out.append(row([
                 n.name, n.state, num(n.bpm, 0), num(n.min, 0), num(n.avg, 0), num(n.max, 0),
-                num(n.rmssd, 1), num(n.sdnn, 1), num(n.activity, 2), String(n.steps), num(n.cadence, 0),
+                num(n.rmssd, 1), num(n.sdnn, 1), num(n.activity, 0), String(n.steps), num(n.cadence, 0),
                 num(n.loss * 100, 1) + "%", num(n.latencyMs, 1),
             ]))
         }

@@ -23,8 +23,10 @@ public enum SecretFile {
         }
     }
 
-    /// Reads a private file of at most `limit` bytes; nil-free: throws `.notFound` when absent.
-    public static func read(_ path: String, limit: Int = 64 * 1024) throws(Failure) -> [UInt8] {
+    /// Reads a file of at most `limit` bytes; throws `.notFound` when absent. With
+    /// `requirePrivate` (keys) a file that group or others can read is refused;
+    /// configuration files pass `false`.
+    public static func read(_ path: String, limit: Int = 64 * 1024, requirePrivate: Bool = true) throws(Failure) -> [UInt8] {
         let fd: CInt
         do { fd = try Sys.open(path, flags: O_RDONLY) } catch {
             if error.errno == ENOENT { throw .notFound(path) }
@@ -33,7 +35,7 @@ public enum SecretFile {
         defer { try? Sys.close(fd) }
         do {
             let st = try Sys.fileStatus(fd)
-            if st.mode & 0o077 != 0 { throw Failure.tooOpen(path: path, mode: UInt32(st.mode)) }
+            if requirePrivate && st.mode & 0o077 != 0 { throw Failure.tooOpen(path: path, mode: UInt32(st.mode)) }
             if st.size > limit { throw Failure.tooLarge(path: path, size: st.size, limit: limit) }
             var out = [UInt8](repeating: 0, count: st.size)
             let read: Result<Int, IOError> = out.withUnsafeMutableBytes { p in

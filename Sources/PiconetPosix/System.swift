@@ -521,3 +521,138 @@ enum Sys {
     /// The corresponding C function is `if_nametoindex`; 0 when there is no such interface.
     static func interfaceIndex(_ name: String) -> Int { Int(if_nametoindex(name)) }
 }
+
+// MARK: Bluetooth (AF_BLUETOOTH: L2CAP sockets, HCI device queries, the mgmt control channel)
+
+extension Sys {
+    /// The corresponding C function is `bind`, for a family-specific address (sockaddr_l2, sockaddr_hci).
+    static func bind<A>(_ fd: CInt, rawAddress: A) throws(IOError) {
+        var a = rawAddress
+        let len = socklen_t(MemoryLayout<A>.size)
+        _ = try syscallBlocking("bind", [Int(fd), Int(len)]) {
+            withUnsafePointer(to: &a) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { Glibc.bind(fd, $0, len) } }
+        }
+    }
+
+    /// The corresponding C function is `connect`, for a family-specific address. EINPROGRESS is
+    /// `.wouldBlock`: the connection completes when the socket turns writable (then read SO_ERROR).
+    static func connect<A>(_ fd: CInt, rawAddress: A) throws(IOError) -> IOResult<Void> {
+        var a = rawAddress
+        let len = socklen_t(MemoryLayout<A>.size)
+        do {
+            let r = try syscall("connect", [Int(fd), Int(len)]) {
+                withUnsafePointer(to: &a) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { Glibc.connect(fd, $0, len) } }
+            }
+            if case .wouldBlock = r { return .wouldBlock }
+            return .processed(())
+        } catch where error.errno == EINPROGRESS {
+            return .wouldBlock
+        }
+    }
+
+    /// The corresponding C function is `accept4` (non-blocking, close-on-exec), filling a
+    /// family-specific address.
+    static func accept<A>(_ fd: CInt, rawAddress: A) throws(IOError) -> IOResult<(CInt, A)> {
+        var a = rawAddress
+        var len = socklen_t(MemoryLayout<A>.size)
+        let r = try syscall("accept4", [Int(fd)]) {
+            withUnsafeMutablePointer(to: &a) {
+                $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                    CPiconetPosix.accept4(fd, $0, &len, CInt(SOCK_NONBLOCK.rawValue) | CInt(SOCK_CLOEXEC.rawValue))
+                }
+            }
+        }
+        switch r {
+        case .wouldBlock: return .wouldBlock
+        case let .processed(newFD): return .processed((newFD, a))
+        }
+    }
+
+    /// The corresponding C function is `getsockopt` for a fixed-size option (u16 MTUs,
+    /// struct bt_security, struct l2cap_options). `initial` is the zero value to fill.
+    static func getSocketOption<T>(_ fd: CInt, _ level: CInt, _ name: CInt, initial: T) throws(IOError) -> T {
+        var v = initial
+        var len = socklen_t(MemoryLayout<T>.size)
+        _ = try syscallBlocking("getsockopt", [Int(fd), Int(level), Int(name), MemoryLayout<T>.size]) {
+            withUnsafeMutableBytes(of: &v) { Glibc.getsockopt(fd, level, name, $0.baseAddress, &len) }
+        }
+        return v
+    }
+
+    /// The corresponding C function is `ioctl` with a pointer argument (HCIGETDEVINFO, HCIGETDEVLIST).
+    static func ioctl<T>(_ fd: CInt, _ request: UInt, _ value: inout T) throws(IOError) {
+        _ = try syscallBlocking("ioctl", [Int(fd), Int(request)]) {
+            withUnsafeMutableBytes(of: &value) { p -> CInt in
+                guard let base = p.baseAddress else { return -1 }
+                return Glibc.ioctl(fd, request, base)
+            }
+        }
+    }
+
+    /// The corresponding C function is `ioctl` with a variable-length buffer (HCIGETDEVLIST).
+    static func ioctl(_ fd: CInt, _ request: UInt, bytes: inout [UInt8]) throws(IOError) {
+        _ = try syscallBlocking("ioctl", [Int(fd), Int(request), bytes.count]) {
+            bytes.withUnsafeMutableBytes { p -> CInt in
+                guard let base = p.baseAddress else { return -1 }
+                return Glibc.ioctl(fd, request, base)
+            }
+        }
+    }
+
+    /// The corresponding C function is `open` (read-only, non-blocking, close-on-exec).
+    static func openReadOnly(_ path: String) throws(IOError) -> CInt {
+        try syscallBlocking("open", []) { Glibc.open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC) }
+    }
+}
+
+// MARK: small files (identity keys, trust stores)
+
+extension Sys {
+    /// The corresponding C function is `open` (with O_CLOEXEC; `mode` applies on create).
+    static func open(_ path: String, flags: CInt, mode: mode_t = 0) throws(IOError) -> CInt {
+        try syscallBlocking("open", [Int(flags), Int(mode)]) { Glibc.open(path, flags | O_CLOEXEC, mode) }
+    }
+
+    /// The corresponding C function is `fstat`: the file's permission bits and size.
+    static func fileStatus(_ fd: CInt) throws(IOError) -> (mode: mode_t, size: Int, owner: uid_t) {
+        var st = stat()
+        _ = try syscallBlocking("fstat", [Int(fd)]) { Glibc.fstat(fd, &st) }
+        return (st.st_mode, Int(st.st_size), st.st_uid)
+    }
+
+    /// The corresponding C function is `fsync`.
+    static func fsync(_ fd: CInt) throws(IOError) {
+        _ = try syscallBlocking("fsync", [Int(fd)]) { Glibc.fsync(fd) }
+    }
+
+    /// The corresponding C function is `rename`.
+    static func rename(_ from: String, _ to: String) throws(IOError) {
+        _ = try syscallBlocking("rename", []) { Glibc.rename(from, to) }
+    }
+
+    /// The corresponding C function is `unlink`.
+    static func unlink(_ path: String) {
+        _ = Glibc.unlink(path)
+    }
+
+    /// The corresponding C function is `mkdir`.
+    static func makeDirectory(_ path: String, mode: mode_t) throws(IOError) {
+        if Glibc.mkdir(path, mode) == -1 && Glibc.errno != EEXIST {
+            throw IOError(errno: Glibc.errno, syscall: "mkdir")
+        }
+    }
+}
+
+// MARK: wall clock (history timestamps only; the loop runs on the monotonic clock)
+
+extension Sys {
+    /// The corresponding C function is `clock_gettime(CLOCK_REALTIME)`.
+    static func realtimeNanoseconds() -> Int64 {
+        var ts = timespec()
+        clock_gettime(CLOCK_REALTIME, &ts)
+        return Int64(ts.tv_sec) * 1_000_000_000 + Int64(ts.tv_nsec)
+    }
+
+    /// The corresponding C function is `isatty`.
+    static func isTerminal(_ fd: CInt) -> Bool { Glibc.isatty(fd) == 1 }
+}

@@ -1,1 +1,66 @@
-print("piconet-hub: not built yet")
+import ArgumentParser
+import PiconetPosix
+
+/// `piconet-hub`: the aggregator hub.
+///
+/// Browses for sensor nodes over mDNS, invites them (Noise XX sessions),
+/// aggregates their heart-rate and motion samples per node over 10 s / 60 s /
+/// session windows, stores history in SQLite (WAL), and shows it as a live
+/// terminal table, a JSON API, a live web page and Prometheus metrics.
+struct HubCommand: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "piconet-hub",
+        abstract: "The Piconet aggregator hub: find nodes, pair, aggregate, store and serve their samples.",
+        discussion: """
+        Example (one-machine demo): piconet-hub --interface lo --http 127.0.0.1:8080 --db /tmp/hub.sqlite
+        HTTP: GET /  (live page)   /api/nodes   /api/nodes/{id}/series?window=10s|60s|session   /metrics
+        Config file keys (JSON object): name, role, service, interfaces, stateDirectory, identity, invite,
+        allowList, http, db, maxHeartRate, retentionDays, encryption, board, gpioChip.
+        """)
+
+    @Option(help: "JSON config file (e.g. /etc/piconet/hub.json).")
+    var config: String?
+    @Option(help: "Display name of the hub.")
+    var name: String?
+    @Option(help: "Service type to browse for (RFC 6335).")
+    var service: String?
+    @Option(help: "Interface for discovery (repeatable); default: every up, multicast, non-loopback interface.")
+    var interface: [String] = []
+    @Option(help: "Identity key file (created with mode 0600 on first run).")
+    var identity: String?
+    @Option(help: "Which nodes to invite: auto (every node found) or a comma-separated list of node peer IDs.")
+    var invite: String?
+    @Option(help: "Encryption preference: required, optional or none.")
+    var encryption: String?
+    @Option(help: "HTTP address for the API, live page and metrics ('off' to disable).")
+    var http: String?
+    @Option(help: "SQLite history file ('off' to keep history in memory only).")
+    var db: String?
+    @Option(help: "Maximum heart rate for the zones, bpm.")
+    var maxHeartRate: Double?
+    @Option(help: "Days of raw samples to keep.")
+    var retentionDays: Int?
+    @Option(help: "Stop after this many seconds (0 = run until SIGINT/SIGTERM).")
+    var duration: Double = 0
+    @Flag(help: "Plain lines instead of the in-place table, even on a terminal.")
+    var plain = false
+
+    func run() throws {
+        let settings: HubSettings
+        do { settings = try HubSettings.resolve(self) } catch {
+            Console.err("piconet-hub: \(error)\n")
+            throw ExitCode(2)
+        }
+        let app: HubApp
+        do { app = try HubApp(settings) } catch {
+            Console.err("piconet-hub: \(error)\n")
+            throw ExitCode(1)
+        }
+        do { try app.run() } catch {
+            Console.err("piconet-hub: \(error)\n")
+            throw ExitCode(1)
+        }
+    }
+}
+
+HubCommand.main()

@@ -9,7 +9,7 @@ func sampleSnapshot(nodes: Int = 2, messages: UInt64 = 42) -> HubSnapshot {
         generatedAt: 1_800_000_000,
         hub: HubInfo(name: "hub", messagesTotal: messages, rejectedTotal: 3),
         nodes: (0..<nodes).map { i in
-            NodeSnapshot(id: "id\(i)", name: "node \(i)", state: i == 0 ? "connected" : "connecting",
+            NodeStatus(id: "id\(i)", name: "node \(i)", state: i == 0 ? "connected" : "connecting",
                          bpm: 70 + Double(i), min: 60, avg: 70, max: 90, rmssd: 40, sdnn: 50, activity: 0.2,
                          steps: 10 * i, cadence: 100, loss: 0.05, latencyMs: 3, lastSeen: 1_800_000_000,
                          series: (0..<120).map { t in SeriesPoint(t: 1_799_999_880 + Double(t), bpm: 70, activity: 0.1) })

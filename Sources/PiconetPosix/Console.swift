@@ -1,0 +1,31 @@
+/// Wall-clock time and console output for the executables.
+///
+/// The loop and every state machine run on the monotonic clock; the wall clock
+/// is only for what a person or a database reads (history rows, "last seen").
+public enum WallClock {
+    /// Nanoseconds since the Unix epoch.
+    public static func nanosecondsSinceEpoch() -> Int64 { Sys.realtimeNanoseconds() }
+    /// Seconds since the Unix epoch.
+    public static func secondsSinceEpoch() -> Double { Double(Sys.realtimeNanoseconds()) / 1e9 }
+}
+
+/// Unbuffered line output: a line reaches a pipe or a terminal at once, and a
+/// full pipe never blocks the loop for long (the write is retried on EINTR only).
+public enum Console {
+    public static var stdoutIsTerminal: Bool { Sys.isTerminal(1) }
+
+    public static func out(_ text: String) { write(text, to: 1) }
+    public static func err(_ text: String) { write(text, to: 2) }
+
+    static func write(_ text: String, to fd: Int32) {
+        var t = text
+        t.withUTF8 { p in
+            var off = 0
+            while off < p.count {
+                guard let r = try? Sys.write(fd, UnsafeRawBufferPointer(rebasing: UnsafeRawBufferPointer(p)[off...])),
+                      case let .processed(n) = r, n > 0 else { return }
+                off += n
+            }
+        }
+    }
+}

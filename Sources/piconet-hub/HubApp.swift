@@ -1,0 +1,219 @@
+import PiconetDiscovery
+import PiconetHub
+import PiconetHubServer
+import PiconetLoop
+import PiconetPosix
+import PiconetRuntime
+import PiconetSensors
+import PiconetSession
+import PiconetStore
+
+/// The hub's wiring on one epoll loop: session socket, mDNS browser →
+/// invitations, session messages → aggregator → history store, and once a
+/// second a snapshot for the terminal, the HTTP server and the metrics.
+///
+/// The HTTP server (Hummingbird) runs on its own threads and only ever sees
+/// immutable snapshots handed over through `HubFeed`.
+final class HubApp {
+    let settings: HubSettings
+    let loop: EpollLoop
+    let identity: PeerIdentity
+    let endpoint: UDPEndpoint
+    let session: PeerSession
+    var browser: ServiceBrowser?
+    var aggregator: Aggregator
+    let recorder: HistoryRecorder
+    let feed = HubFeed()
+    var refreshTimer: RepeatingTimer?
+    /// Node peer ID → what discovery says about it (name, address).
+    var discovered: [PeerID: DiscoveredService] = [:]
+    var invitations: [PeerID: InvitationID] = [:]
+    var retryAt: [PeerID: Instant] = [:]
+    var names: [PeerID: String] = [:]
+    /// Per node, 1 Hz points for the live page; bounded to `seriesLimit`.
+    var series: [PeerID: [SeriesPoint]] = [:]
+    var rejected: UInt64 = 0
+    var ticks = 0
+    let wallOffset: Double
+    let inPlace: Bool
+    var server: Task<Void, Never>?
+
+    static let seriesLimit = 600
+    static let inviteRetry: Duration = .seconds(5)
+
+    init(_ settings: HubSettings) throws {
+        self.settings = settings
+        loop = try EpollLoop()
+        identity = try IdentityFile.loadOrCreate(path: settings.identityPath, displayName: settings.name).identity
+        endpoint = try UDPEndpoint(loop: loop, bindTo: .ipv4(0, 0, 0, 0, port: 0))
+        var config = SessionConfiguration()
+        config.policy = .declineAll          // the hub invites; it does not take invitations
+        config.encryption = settings.encryption
+        session = PeerSession(identity: identity, configuration: config, endpoint: endpoint, loop: loop,
+                              seed: UInt64(truncatingIfNeeded: WallClock.nanosecondsSinceEpoch()))
+        aggregator = Aggregator(configuration: settings.hub)
+        recorder = HistoryRecorder(path: settings.databasePath,
+                                   retention: RetentionPolicy(rawSamples: .seconds(Int64(settings.retentionDays) * 86_400)))
+        wallOffset = WallClock.secondsSinceEpoch() - loop.now.seconds
+        inPlace = Console.stdoutIsTerminal && !settings.plain
+    }
+
+    func wall(_ t: Instant) -> Double { t.seconds + wallOffset }
+
+    func run() throws {
+        Console.out("piconet-hub: identity \(identity.peerID), session port \(endpoint.localAddress.port), \(recorder.statusLine)\n")
+        session.onEvent = { [unowned self] in self.handle($0) }
+        browser = try Discovery.browse(on: loop, serviceType: settings.service, interfaces: settings.interfaces) { [unowned self] e in
+            self.discovery(e)
+        }
+        if let host = settings.httpHost {
+            let server = HubHTTPServer(feed: feed)
+            let port = settings.httpPort
+            self.server = Task.detached {
+                do { try await server.run(host: host, port: port) } catch is CancellationError {} catch {
+                    Console.err("piconet-hub: HTTP server on \(host):\(port) stopped: \(error)\n")
+                }
+            }
+            Console.out("piconet-hub: live page http://\(host):\(port)/  API /api/nodes  metrics /metrics\n")
+        }
+        refreshTimer = loop.scheduleRepeating(every: .seconds(1)) { [unowned self] in self.refresh() }
+        try loop.onSignal([.interrupt, .terminate]) { [unowned self] _ in self.shutdown() }
+        if settings.duration > 0 {
+            loop.schedule(after: .milliseconds(Int64(settings.duration * 1000))) { [unowned self] in self.shutdown() }
+        }
+        try loop.run()
+        server?.cancel()
+        feed.finishAll()
+        if let e = recorder.flush() { Console.err("piconet-hub: history not saved on exit: \(e)\n") }
+        recorder.store?.close()
+    }
+
+    func shutdown() {
+        refreshTimer?.cancel()
+        browser?.stop()
+        session.close()
+        loop.schedule(after: .milliseconds(50)) { [unowned self] in self.loop.stop() }
+    }
+
+    // MARK: discovery → invitations
+
+    func discovery(_ event: DiscoveryEvent) {
+        switch event {
+        case let .found(s), let .updated(s):
+            guard let idText = s.info.string("id"), let peer = PeerID(hex: idText) else { return }
+            discovered[peer] = s
+            names[peer] = s.name
+            inviteIfNeeded(peer)
+        case let .lost(s):
+            if let (peer, _) = discovered.first(where: { $0.value.name == s.name }) { discovered[peer] = nil }
+        }
+    }
+
+    func inviteIfNeeded(_ peer: PeerID) {
+        guard let s = discovered[peer], invitations[peer] == nil, session.state(of: peer) == .notConnected else { return }
+        if let allow = settings.allowList, !allow.contains(peer) { return }
+        if let t = retryAt[peer], loop.now < t { return }
+        guard let v4 = s.addresses.compactMap({ a -> UInt32? in if case let .v4(h) = a { return h }; return nil }).first else { return }
+        do {
+            invitations[peer] = try session.invite(.ipv4(host: v4, port: s.port), context: Array(settings.name.utf8))
+        } catch {
+            Console.err("piconet-hub: cannot invite \(s.name): \(error)\n")
+        }
+    }
+
+    // MARK: session
+
+    func handle(_ event: SessionEvent) {
+        switch event {
+        case let .received(bytes, from, _):
+            ingest(bytes, from: from)
+        case let .invitationFinished(id, outcome):
+            guard let (peer, _) = invitations.first(where: { $0.value == id }) else { return }
+            invitations[peer] = nil
+            if case .accepted = outcome { return }
+            if !inPlace { Console.out("piconet-hub: invitation to \(names[peer] ?? peer.description) \(outcome)\n") }
+            retryAt[peer] = loop.now + Self.inviteRetry
+            loop.schedule(after: Self.inviteRetry) { [weak self] in self?.inviteIfNeeded(peer) }
+        case let .peerStateChanged(peer, state):
+            if !inPlace { Console.out("piconet-hub: \(names[peer] ?? peer.description) \(state)\n") }
+            if state == .notConnected {
+                loop.schedule(after: .seconds(1)) { [weak self] in self?.inviteIfNeeded(peer) }
+            }
+        case .invitationReceived, .unstalled, .connectionRefused, .peerClosed:
+            break
+        }
+    }
+
+    func ingest(_ bytes: [UInt8], from peer: PeerID) {
+        let node = NodeID(peer.description)
+        let now = loop.now
+        let message: SensorMessage
+        do { message = try SensorMessage(frameBytes: bytes) } catch {
+            // Counted by the aggregator as malformed from this node; nothing else is touched.
+            _ = aggregator.received(frame: bytes, from: node, at: now)
+            rejected += 1
+            return
+        }
+        switch aggregator.received(message, from: node, at: now) {
+        case .accepted:
+            if case let .samples(batch) = message {
+                recorder.record(StoredBatch(node: node.rawValue, receivedAt: WallClock.nanosecondsSinceEpoch(), batch: batch))
+            }
+        case .summary, .duplicate, .stale:
+            break
+        case .malformed, .rateLimited, .refused:
+            rejected += 1
+        }
+    }
+
+    // MARK: once a second
+
+    func refresh() {
+        ticks += 1
+        let now = loop.now
+        let snaps = aggregator.snapshots(at: now)
+        var nodes: [NodeStatus] = []
+        var peers = Set(discovered.keys)
+        for s in snaps { if let p = PeerID(hex: s.id.rawValue) { peers.insert(p) } }
+        let byID = Dictionary(snaps.map { ($0.id.rawValue, $0) }, uniquingKeysWith: { a, _ in a })
+        for peer in peers.sorted() {
+            let snap = byID[peer.description]
+            let ten = snap?.tenSeconds, sixty = snap?.sixtySeconds, whole = snap?.session
+            let bpm = snap?.latestBPM.map(Double.init)
+            var points = series[peer] ?? []
+            if snap?.isActive == true {
+                points.append(SeriesPoint(t: wall(now), bpm: bpm, activity: ten?.activity))
+                if points.count > Self.seriesLimit { points.removeFirst(points.count - Self.seriesLimit) }
+                series[peer] = points
+            }
+            var status = NodeStatus(id: peer.description, name: names[peer] ?? String(peer.description.prefix(8)),
+                                    state: session.state(of: peer).description)
+            status.bpm = bpm
+            status.min = sixty?.bpmMin
+            status.avg = sixty?.bpmMean
+            status.max = sixty?.bpmMax
+            status.rmssd = sixty?.rmssd
+            status.sdnn = sixty?.sdnn
+            status.activity = ten?.activity
+            status.steps = whole?.steps ?? 0
+            status.cadence = sixty?.cadence
+            status.loss = whole?.lossRatio ?? 0
+            status.latencyMs = sixty?.latencyMean
+            status.lastSeen = snap.map { wall($0.lastSeen) }
+            status.series = points
+            nodes.append(status)
+        }
+        if ticks % 10 == 0 { recorder.record(snaps, at: WallClock.nanosecondsSinceEpoch()) }
+        recorder.flush()
+        var info = HubInfo(name: settings.name, messagesTotal: UInt64(aggregator.counters.messages), rejectedTotal: rejected)
+        if case let .memoryOnly(e?) = recorder.mode {
+            info.storeHealthy = false
+            info.storeMessage = "\(e)"
+        }
+        let snapshot = HubSnapshot(generatedAt: WallClock.secondsSinceEpoch(), hub: info, nodes: nodes)
+        feed.publish(snapshot)
+        if inPlace || ticks % 5 == 0 {
+            Console.out(TerminalTable.render(snapshot, inPlace: inPlace))
+        }
+    }
+}

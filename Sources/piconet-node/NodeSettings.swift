@@ -1,0 +1,90 @@
+import PiconetPosix
+import PiconetRuntime
+import PiconetSensors
+import PiconetSession
+
+/// Everything the node runs with, after merging the config file and flags.
+struct NodeSettings {
+    var name: String
+    var service = "hr-sensor"
+    var interfaces: [String] = []
+    var port: UInt16 = 0
+    var identityPath: String
+    var policy: InvitationPolicy = .trustOnFirstUse
+    var policyText = "tofu"
+    var encryption: EncryptionPreference = .required
+    var profile: WearableProfile = .workout
+    var seed: UInt64
+    var motionHz: Double = 50
+    var board = "none"
+    var boardsDirectory: String?
+    var duration: Double = 0
+    var quiet = false
+
+    static let knownKeys: Set<String> = ["name", "role", "service", "board", "interfaces", "stateDirectory", "identity",
+                                         "accept", "allowList", "profile", "seed", "motionHz", "port", "encryption",
+                                         "boardsDirectory", "gpioChip"]
+
+    struct Invalid: Error, CustomStringConvertible {
+        var description: String
+    }
+
+    static func resolve(_ c: NodeCommand) throws -> NodeSettings {
+        let file = try c.config.map { path throws(ConfigFile.Failure) in try ConfigFile.load(path, knownKeys: knownKeys) }
+        let host = DiscoveryInterfaces.systemHostName().label
+        let stateDirectory = try file?.string("stateDirectory") ?? "/var/lib/piconet"
+        var s = NodeSettings(
+            name: try c.name ?? file?.string("name") ?? host,
+            identityPath: try c.identity ?? file?.string("identity") ?? stateDirectory + "/identity.key",
+            seed: try c.seed ?? file?.integer("seed", in: 0...Int64.max).map { UInt64($0) } ?? UInt64(WallClock.nanosecondsSinceEpoch() & 0xFFFF_FFFF))
+        if let v = try file?.string("role"), v != "node" { throw Invalid(description: "\(c.config ?? ""): role is '\(v)', this is piconet-node") }
+        s.service = try c.service ?? file?.string("service") ?? s.service
+        s.interfaces = try c.interface.isEmpty ? (file?.strings("interfaces") ?? []) : c.interface
+        s.port = try c.port ?? file?.integer("port", in: 0...65535).map { UInt16($0) } ?? 0
+        s.board = try c.board ?? file?.string("board") ?? "none"
+        s.boardsDirectory = try c.boardsDirectory ?? file?.string("boardsDirectory")
+        s.duration = c.duration
+        s.quiet = c.quiet
+        if let hz = try c.motionHz ?? file?.integer("motionHz", in: 1...200).map(Double.init) {
+            guard (1...200).contains(hz) else { throw Invalid(description: "--motion-hz must be within 1...200, got \(hz)") }
+            s.motionHz = hz
+        }
+        let profileName = try c.profile ?? file?.string("profile") ?? "workout"
+        guard let p = WearableProfile.named(profileName) else {
+            throw Invalid(description: "unknown profile '\(profileName)'; choose one of \(WearableProfile.all.map(\.name).joined(separator: ", "))")
+        }
+        s.profile = p
+        let acceptText = try c.accept ?? file?.string("accept") ?? ((try file?.strings("allowList")).map { $0.joined(separator: ",") }) ?? "tofu"
+        (s.policy, s.policyText) = try parsePolicy(acceptText)
+        s.encryption = try parseEncryption(c.encryption ?? file?.string("encryption") ?? "required")
+        return s
+    }
+
+    static func parsePolicy(_ text: String) throws -> (InvitationPolicy, String) {
+        switch text {
+        case "all": return (.acceptAll, text)
+        case "tofu": return (.trustOnFirstUse, text)
+        case "ask": return (.ask, text)
+        case "none": return (.declineAll, text)
+        default:
+            var ids = Set<PeerID>()
+            for part in text.split(separator: ",") {
+                guard let id = PeerID(hex: String(part)) else {
+                    throw Invalid(description: "--accept takes all, tofu, ask, none or comma-separated peer IDs (32 hex digits); '\(part)' is none of these")
+                }
+                ids.insert(id)
+            }
+            guard !ids.isEmpty else { throw Invalid(description: "--accept: empty allow-list") }
+            return (.allowList(ids), "allow-list of \(ids.count)")
+        }
+    }
+
+    static func parseEncryption(_ text: String) throws -> EncryptionPreference {
+        switch text {
+        case "required": return .required
+        case "optional": return .optional
+        case "none": return .none
+        default: throw Invalid(description: "--encryption takes required, optional or none, not '\(text)'")
+        }
+    }
+}
