@@ -55,6 +55,8 @@ public final class PeerSession {
     public var connectedPeers: [PeerID] { machine.connectedPeers }
     public func state(of peer: PeerID) -> PeerState { machine.state(of: peer) }
     public func verificationCode(for peer: PeerID) -> String? { machine.verificationCode(for: peer) }
+    /// Reliable fragments to `peer` not yet acknowledged; 0 means all delivered.
+    public func unacknowledgedFragments(to peer: PeerID) -> Int? { machine.unacknowledgedFragments(to: peer) }
     public var trustStore: TrustStore {
         get { machine.trustStore }
         set { machine.trustStore = newValue }

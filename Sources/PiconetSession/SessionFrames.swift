@@ -287,6 +287,7 @@ public struct InvitationReplyFrame: WireCodable, Equatable, Sendable {
 ///
 /// Reliable: `seq` numbers fragments of the per-link stream (cumulative
 /// ack and SACK refer to it). Unreliable: `seq` feeds the replay window.
+/// The payload runs to the end of the sealed body, whose length the outer header carries.
 public struct DataFrame: WireCodable, Equatable, Sendable {
     public enum Kind: Equatable, Sendable {
         case reliable(seq: UInt64, fragmentIndex: UInt16, fragmentCount: UInt16)

@@ -67,6 +67,8 @@ public struct SessionMachine {
         var noise: NoiseHandshake?
         /// The last handshake frame we sent (resent on loss).
         var handshakeFrame: [UInt8]?
+        /// Responder: the first message as received, to tell a retransmission from a different (corrupted) copy.
+        var initiation: [UInt8] = []
         var retryAt: Instant?
         var retryDelay: Duration
         /// When this link is given up (handshake expiry, invitation deadline, closing end).
@@ -157,6 +159,7 @@ public struct SessionMachine {
               let index = links.first(where: { $0.value.phase == .deciding && $0.value.invitationID == id.rawValue })?.key
         else { throw .unknownInvitation }
         if accept { acceptInvitation(index, now: now) } else { decline(index, decision: .declined, now: now) }
+        reconcile()
         return take()
     }
 
@@ -237,6 +240,11 @@ public struct SessionMachine {
     /// Whether traffic with `peer` is encrypted (false when one side chose `none`).
     public func isEncrypted(with peer: PeerID) -> Bool? {
         peerLinks[peer].flatMap { links[$0]?.encrypted }
+    }
+
+    /// Reliable fragments to `peer` not yet acknowledged (0: everything sent so far arrived).
+    public func unacknowledgedFragments(to peer: PeerID) -> Int? {
+        peerLinks[peer].flatMap { links[$0]?.channels.sender.outstandingFragments }
     }
 
     /// The payload limit of one unreliable message (the path MTU minus session overhead).
@@ -429,9 +437,15 @@ public struct SessionMachine {
     mutating func handleInitiation(_ f: HandshakeFrame, from address: EndpointAddress, now: Instant) {
         let origin = Origin(address: address, index: f.senderIndex)
         if let i = originIndex[origin], let l = links[i] {
-            // A retransmitted first message: answer with the same second message.
-            if l.phase == .handshaking, let m2 = l.handshakeFrame { transmit(m2, to: address) }
-            return
+            if l.initiation == f.body {
+                // A retransmitted first message: answer with the same second message.
+                if l.phase == .handshaking, let m2 = l.handshakeFrame { transmit(m2, to: address) }
+                return
+            }
+            // Different bytes under the same index: the first copy was corrupted
+            // (message 1 has no authentication). Start over from this one.
+            guard l.phase == .handshaking else { return }
+            removeLink(i)
         }
         refillTokens(now: now)
         guard handshakeTokens >= 1, halfOpenCount < configuration.maximumHalfOpen else {
@@ -466,6 +480,7 @@ public struct SessionMachine {
             return
         }
         l.noise = noise
+        l.initiation = f.body
         l.expiresAt = now + configuration.handshakeTimeout
         transmit(l.handshakeFrame ?? [], to: address)
         originIndex[origin] = l.index
@@ -564,6 +579,7 @@ public struct SessionMachine {
         l.expiresAt = now + min(wait, configuration.defaultInvitationTimeout * 4)
         links[l.index] = l
         dirty.insert(peer)
+        reconcile() // the application sees `connecting` before any decision, even an immediate one
         let index = l.index
         defer { if let updated = links[index] { l = updated } }
         if resolveCrossing(peer, now: now) { return }

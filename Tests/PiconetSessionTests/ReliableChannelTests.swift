@@ -130,7 +130,7 @@ import Testing
     }
 
     @Test func oneMebibyteThroughALossyReorderingLink() throws {
-        var c = config(fragment: 1400, window: 64)
+        var c = config(fragment: 1400, window: 64, buffer: 4 << 20)
         c.receiveWindow = 256
         var s = ReliableSender(configuration: c)
         var r = ReliableReceiver(configuration: c)

@@ -7,15 +7,17 @@ import Testing
 
 /// The four-part wire checks for every session frame (STYLE.md §3).
 @Suite struct SessionFrameTests {
+    /// `truncatable`: the encoding whose every prefix must throw (defaults to `golden`; a
+    /// data frame's payload runs to the end of the sealed body, so its check uses an empty payload).
     func fourParts<T: WireCodable & Equatable>(_ value: T, golden: [UInt8], seed: UInt64,
-                                               others: [T] = []) {
+                                               others: [T] = [], truncatable: [UInt8]? = nil) {
         let g = WireChecks.golden(value, golden)
         #expect(g.isEmpty, "\(T.self) golden: \(g)")
         for v in [value] + others {
             let r = WireChecks.roundTrip(v)
             #expect(r.isEmpty, "\(T.self) round trip: \(r)")
         }
-        let t = WireChecks.truncatedPrefixesThrow(golden) { _ = try T(decoding: $0) }
+        let t = WireChecks.truncatedPrefixesThrow(truncatable ?? golden) { _ = try T(decoding: $0) }
         #expect(t.isEmpty, "\(T.self) truncation: \(t)")
         let parsed = WireChecks.randomBuffers(count: 5_000, seed: seed, mutating: [golden]) { _ = try T(decoding: $0) }
         #expect(parsed < 5_000, "\(T.self): random bytes must not all parse")
@@ -69,9 +71,11 @@ import Testing
         let r = DataFrame(kind: .reliable(seq: 0x0102, fragmentIndex: 1, fragmentCount: 3), payload: [0xAB])
         fourParts(r, golden: [0, 0x02, 0x01, 0, 0, 0, 0, 0, 0, 1, 0, 3, 0, 0xAB], seed: 6,
                   others: [DataFrame(kind: .unreliable(seq: 9), payload: [1, 2, 3]),
-                           DataFrame(kind: .reliable(seq: 0, fragmentIndex: 0, fragmentCount: 1), payload: [])])
+                           DataFrame(kind: .reliable(seq: 0, fragmentIndex: 0, fragmentCount: 1), payload: [])],
+                  truncatable: DataFrame(kind: .reliable(seq: 5, fragmentIndex: 0, fragmentCount: 1), payload: []).encoded())
         let u = DataFrame(kind: .unreliable(seq: 1), payload: [0xCD])
-        fourParts(u, golden: [1, 1, 0, 0, 0, 0, 0, 0, 0, 0xCD], seed: 7)
+        fourParts(u, golden: [1, 1, 0, 0, 0, 0, 0, 0, 0, 0xCD], seed: 7,
+                  truncatable: DataFrame(kind: .unreliable(seq: 1), payload: []).encoded())
         #expect(throws: WireError.self, "fragment index must be below the count") {
             _ = try DataFrame(decoding: [0, 0, 0, 0, 0, 0, 0, 0, 0, 3, 0, 3, 0])
         }

@@ -208,11 +208,11 @@ func numbered(_ i: Int, size: Int = 0) -> [UInt8] {
         #expect(a.outcomes[nowhere] == .timedOut)
     }
 
-    @Test(arguments: [UInt64(7), 8, 9, 10])
-    func crossingInvitationsEndInOneSession(seed: UInt64) throws {
+    @Test(arguments: [UInt64(7), 8, 9, 10], [InvitationPolicy.ask, .acceptAll])
+    func crossingInvitationsEndInOneSession(seed: UInt64, policy: InvitationPolicy) throws {
         let h = Harness(seed: seed, plan: FaultPlan(delay: .milliseconds(5), jitter: .milliseconds(10)))
-        let a = try h.add("a", SessionConfiguration(policy: .ask))
-        let b = try h.add("b", SessionConfiguration(policy: .ask))
+        let a = try h.add("a", SessionConfiguration(policy: policy))
+        let b = try h.add("b", SessionConfiguration(policy: policy))
         let ia = try a.session.invite(b.address, context: [])
         let ib = try b.session.invite(a.address, context: [])
         h.run(.seconds(3))

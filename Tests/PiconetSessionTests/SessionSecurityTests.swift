@@ -126,6 +126,8 @@ struct MachinePair {
         var p = MachinePair()
         try p.connect()
         let seeds = [try p.sendCapturingData([1]), try p.sendCapturingData([2, 2])] + p.wireAB
+        // Deliver the genuine frames first: a "mutation" that leaves a frame intact is then a replay.
+        for f in seeds.prefix(2) { _ = p.b.received(f, from: p.addressA, at: p.now) }
         var delivered = 0
         var machine = p.b
         let address = p.addressA
