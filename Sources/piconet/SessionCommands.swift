@@ -1,4 +1,342 @@
 import ArgumentParser
+import Glibc
+import PiconetDiscovery
+import PiconetLoop
+import PiconetPosix
+import PiconetRuntime
+import PiconetSession
 
-/// Subcommands of `piconet` from this area; filled in by its layer.
-let sessionCommands: [ParsableCommand.Type] = []
+/// Subcommands of `piconet` from this area: `listen`, `send` (sessions over UDP).
+let sessionCommands: [ParsableCommand.Type] = [ListenCommand.self, SendCommand.self]
+
+/// Writes one line straight to a descriptor (no stdio buffer: a pipe sees it at once).
+private func put(_ s: String, fd: CInt) {
+    var line = s + "\n"
+    line.withUTF8 { p in
+        guard let base = p.baseAddress else { return }
+        var done = 0
+        while done < p.count {
+            let n = write(fd, base + done, p.count - done)
+            if n < 0, errno == EINTR { continue }
+            if n <= 0 { return }
+            done += n
+        }
+    }
+}
+
+private func emitLine(_ s: String) { put(s, fd: 1) }
+private func errorLine(_ s: String) { put(s, fd: 2) }
+
+private func fail(_ command: String, _ message: String, code: Int32) -> ExitCode {
+    errorLine("piconet \(command): \(message)")
+    return ExitCode(code)
+}
+
+/// A JSON string literal (quotes and control characters escaped).
+private func jsonString(_ s: String) -> String {
+    var out = "\""
+    for u in s.unicodeScalars {
+        switch u {
+        case "\"": out += "\\\""
+        case "\\": out += "\\\\"
+        case "\n": out += "\\n"
+        case "\r": out += "\\r"
+        case "\t": out += "\\t"
+        default:
+            if u.value < 0x20 {
+                let h = String(u.value, radix: 16)
+                out += "\\u" + String(repeating: "0", count: 4 - h.count) + h
+            } else {
+                out.unicodeScalars.append(u)
+            }
+        }
+    }
+    return out + "\""
+}
+
+/// Options both commands share: identity, encryption, interfaces.
+struct SessionCommonOptions: ParsableArguments {
+    @Option(help: "Identity key file (created 0600 on first run; a group/world-readable one is refused).")
+    var key: String?
+    @Option(help: "Encryption preference: required, optional or none.")
+    var encryption: String = "required"
+    @Option(help: "Network interface for discovery (repeatable). Name it explicitly; never defaults to eth0 in tests.")
+    var interface: [String] = []
+
+    func preference(_ command: String) throws -> EncryptionPreference {
+        switch encryption {
+        case "required": return .required
+        case "optional": return .optional
+        case "none": return .none
+        default: throw fail(command, "--encryption must be required, optional or none, got \"\(encryption)\"", code: 2)
+        }
+    }
+
+    func identity(_ command: String, name: String) throws -> PeerIdentity {
+        do { return try SessionIdentityFile.loadOrCreate(path: key ?? SessionIdentityFile.defaultPath, displayName: name) } catch {
+            throw fail(command, "\(error)", code: 1)
+        }
+    }
+}
+
+private func localHostName() -> String {
+    var buf = [CChar](repeating: 0, count: 256)
+    guard gethostname(&buf, 255) == 0 else { return "piconet" }
+    return String(decoding: buf.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
+}
+
+struct ListenCommand: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "listen",
+        abstract: "Answer invitations and print every message received, until Ctrl-C.",
+        discussion: "Example: piconet listen --service hr-sensor --name node-a --accept all --interface wlan0 --json")
+
+    @Option(help: "Service type to advertise over mDNS (omit to only listen on --bind).")
+    var service: String?
+    @Option(help: "Display name (and mDNS instance name), at most 63 bytes.")
+    var name: String?
+    @Option(help: "UDP address to bind, A.B.C.D:PORT (port 0: any).")
+    var bind: String = "0.0.0.0:0"
+    @Option(help: "Who may join: all, none, or a comma-separated list of peer IDs.")
+    var accept: String = "all"
+    @Flag(help: "One JSON object per line instead of text.")
+    var json = false
+    @Option(help: "Exit 0 after this many messages (for scripts).")
+    var exitAfter: Int?
+    @OptionGroup var common: SessionCommonOptions
+
+    func run() throws {
+        let me = name ?? localHostName()
+        var config = SessionConfiguration(encryption: try common.preference("listen"))
+        switch accept {
+        case "all": config.policy = .acceptAll
+        case "none": config.policy = .declineAll
+        default:
+            var ids = Set<PeerID>()
+            for part in accept.split(separator: ",") {
+                guard let id = PeerID(hex: String(part)) else {
+                    throw fail("listen", "--accept takes all, none or peer IDs (32 hex digits), got \"\(part)\"", code: 2)
+                }
+                ids.insert(id)
+            }
+            config.policy = .allowList(ids)
+        }
+        let identity = try common.identity("listen", name: me)
+        let loop: EpollLoop
+        let host: UDPSessionHost
+        do {
+            loop = try EpollLoop()
+            host = try UDPSessionHost(loop: loop, bind: try UDPSessionHost.parseAddress(bind), identity: identity,
+                                      configuration: config)
+        } catch {
+            throw fail("listen", "\(error)", code: 1)
+        }
+        var advertiser: ServiceAdvertiser?
+        if let service {
+            do {
+                advertiser = try Discovery.advertise(on: loop, serviceType: service, instanceName: me,
+                                                     info: [("peer", identity.peerID.description)],
+                                                     port: host.localAddress.port, interfaces: common.interface)
+            } catch {
+                throw fail("listen", "\(error)", code: 1)
+            }
+        }
+        let json = self.json
+        let limit = exitAfter
+        var received = 0
+        if json {
+            emitLine("{\"event\":\"listening\",\"address\":\(jsonString(host.localAddress.description)),\"peer\":\"\(identity.peerID)\"}")
+        } else {
+            emitLine("listening on \(host.localAddress) as \(identity.peerID) (\(me))")
+        }
+        host.session.onEvent = { event in
+            switch event {
+            case let .received(bytes, peer, mode):
+                received += 1
+                let text = String(decoding: bytes, as: UTF8.self)
+                if json {
+                    emitLine("{\"event\":\"received\",\"peer\":\"\(peer)\",\"mode\":\"\(mode == .reliable ? "reliable" : "unreliable")\",\"bytes\":\(bytes.count),\"text\":\(jsonString(text))}")
+                } else {
+                    emitLine("\(peer) \(text)")
+                }
+                if let limit, received == limit {
+                    // Linger so the last acknowledgements (and answers to retransmissions) still go out.
+                    loop.schedule(after: .seconds(1)) { loop.stop() }
+                }
+            case let .peerStateChanged(peer, state):
+                if json { emitLine("{\"event\":\"state\",\"peer\":\"\(peer)\",\"state\":\"\(state)\"}") } else { emitLine("# \(peer) \(state)") }
+            case let .invitationFinished(_, outcome):
+                if json { emitLine("{\"event\":\"invitation\",\"outcome\":\(jsonString(outcome.description))}") } else { emitLine("# invitation \(outcome)") }
+            case let .connectionRefused(address, reason):
+                if json { emitLine("{\"event\":\"refused\",\"address\":\"\(address)\",\"reason\":\(jsonString(reason.description))}") } else { emitLine("# refused \(address): \(reason)") }
+            default:
+                break
+            }
+        }
+        do {
+            try loop.onSignal([.interrupt, .terminate]) { _ in loop.stop() }
+            try loop.run()
+        } catch {
+            throw fail("listen", "\(error)", code: 1)
+        }
+        advertiser?.stop()
+        let st = host.session.statistics
+        errorLine("piconet listen: \(received) messages; frames \(st.framesReceived) in, \(st.framesSent) out; dropped: "
+                  + "\(st.authenticationFailures) failed authentication, \(st.replaysDropped) replays, "
+                  + "\(st.duplicateFragments) duplicate fragments, \(st.malformedDropped) malformed, \(st.unknownLinkDropped) unknown link")
+        host.close()
+    }
+}
+
+struct SendCommand: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "send",
+        abstract: "Invite a peer, send messages, and exit 0 once every reliable one is acknowledged.",
+        discussion: "Example: piconet send --address 10.0.0.1:7000 --message hello --count 100")
+
+    @Option(help: "Service type to browse for (with --to).")
+    var service: String?
+    @Option(help: "Instance name of the peer to find (with --service).")
+    var to: String?
+    @Option(help: "Peer address A.B.C.D:PORT (instead of discovery).")
+    var address: String?
+    @Option(help: "Text to send.")
+    var message: String?
+    @Option(help: "File whose bytes are sent as one message (at most 1 MiB).")
+    var file: String?
+    @Flag(help: "Send unreliably (one datagram each, may be lost).")
+    var unreliable = false
+    @Option(help: "Send N messages, each suffixed with its number (TEXT 1 ... TEXT N).")
+    var count: Int = 1
+    @Option(help: "Give up after this many seconds.")
+    var timeout: Int = 60
+    @Option(help: "Display name.")
+    var name: String?
+    @OptionGroup var common: SessionCommonOptions
+
+    func run() throws {
+        guard (message == nil) != (file == nil) else { throw fail("send", "give exactly one of --message or --file", code: 2) }
+        guard count >= 1 else { throw fail("send", "--count must be at least 1", code: 2) }
+        guard address != nil || (service != nil && to != nil) else {
+            throw fail("send", "give --address, or --service with --to", code: 2)
+        }
+        var payload: [UInt8] = []
+        if let file {
+            guard let f = fopen(file, "rb") else { throw fail("send", "\(file): cannot open (errno \(errno))", code: 1) }
+            defer { fclose(f) }
+            var chunk = [UInt8](repeating: 0, count: 65536)
+            while true {
+                let n = fread(&chunk, 1, chunk.count, f)
+                if n <= 0 { break }
+                payload += chunk[0..<n]
+                if payload.count > ReliableConfiguration().maximumMessageSize {
+                    throw fail("send", "\(file) is larger than 1 MiB", code: 1)
+                }
+            }
+        }
+        let text = message
+        let config = SessionConfiguration(encryption: try common.preference("send"), policy: .declineAll)
+        let identity = try common.identity("send", name: name ?? localHostName())
+        let loop: EpollLoop
+        let host: UDPSessionHost
+        do {
+            loop = try EpollLoop()
+            host = try UDPSessionHost(loop: loop, bind: .ipv4(host: 0, port: 0), identity: identity, configuration: config)
+        } catch {
+            throw fail("send", "\(error)", code: 1)
+        }
+        let session = host.session
+        let mode: SendMode = unreliable ? .unreliable : .reliable
+        let total = count
+        var sent = 0
+        var peer: PeerID?
+        var result: Int32 = 1
+        var browser: ServiceBrowser?
+
+        func body(_ i: Int) -> [UInt8] {
+            if let text { return Array((total == 1 ? text : "\(text) \(i)").utf8) }
+            return payload
+        }
+        func finishIfDone() {
+            guard let p = peer, sent == total, result != 0 else { return }
+            if mode == .unreliable || session.unacknowledgedFragments(to: p) == 0 {
+                let st = session.statistics
+                emitLine("sent \(sent), \(mode == .reliable ? "acknowledged \(sent)" : "unreliable")"
+                         + " (frames \(st.framesSent) out, \(st.framesReceived) in, \(st.retransmissions) retransmitted, \(session.transportRefusals) refused by the socket)")
+                result = 0
+                loop.stop()
+            }
+        }
+        func pump() {
+            guard let p = peer else { return }
+            while sent < total {
+                do {
+                    let status = try session.send(body(sent + 1), to: [p], mode: mode)
+                    sent += 1
+                    if status == .stalled { return } // resume on .unstalled
+                } catch SessionError.stalled {
+                    return
+                } catch {
+                    errorLine("piconet send: \(error)")
+                    loop.stop()
+                    return
+                }
+            }
+            finishIfDone()
+        }
+        func invite(_ a: EndpointAddress) {
+            do { try session.invite(a, context: Array("piconet send".utf8), timeout: .seconds(Int64(timeout))) } catch {
+                errorLine("piconet send: \(error)")
+                loop.stop()
+            }
+        }
+        session.onEvent = { event in
+            switch event {
+            case let .invitationFinished(_, .accepted(p)):
+                peer = p
+                emitLine("connected to \(p) (code \(session.verificationCode(for: p) ?? "-"))")
+                pump()
+            case let .invitationFinished(_, outcome):
+                errorLine("piconet send: invitation \(outcome)")
+                loop.stop()
+            case .unstalled:
+                pump()
+            case let .peerClosed(_, reason):
+                finishIfDone()
+                if result != 0 {
+                    errorLine("piconet send: peer closed: \(reason)")
+                    loop.stop()
+                }
+            default:
+                break
+            }
+        }
+        do {
+            if let address {
+                invite(try UDPSessionHost.parseAddress(address))
+            } else if let service, let to {
+                browser = try Discovery.browse(on: loop, serviceType: service, interfaces: common.interface) { event in
+                    guard peer == nil, case let .found(s) = event, s.name == to else { return }
+                    for case let .v4(h) in s.addresses {
+                        invite(.ipv4(host: h, port: s.port))
+                        return
+                    }
+                }
+            }
+            // Acknowledgements arrive as datagrams; check completion on a short cadence.
+            let check = loop.scheduleRepeating(every: .milliseconds(20)) { finishIfDone() }
+            loop.schedule(after: .seconds(Int64(timeout))) {
+                errorLine("piconet send: timed out after \(timeout) s (\(sent) of \(total) sent)")
+                loop.stop()
+            }
+            try loop.onSignal([.interrupt, .terminate]) { _ in loop.stop() }
+            try loop.run()
+            check.cancel()
+        } catch {
+            throw fail("send", "\(error)", code: 1)
+        }
+        browser?.stop()
+        host.close()
+        if result != 0 { throw ExitCode(result) }
+    }
+}
