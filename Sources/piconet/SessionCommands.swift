@@ -7,7 +7,7 @@ import PiconetRuntime
 import PiconetSession
 
 /// Subcommands of `piconet` from this area: `listen`, `send` (sessions over UDP).
-let sessionCommands: [ParsableCommand.Type] = [ListenCommand.self, SendCommand.self]
+let sessionCommands: [ParsableCommand.Type] = [ListenCommand.self, SendCommand.self, SessionBenchCommand.self]
 
 /// Writes one line straight to a descriptor (no stdio buffer: a pipe sees it at once).
 private func put(_ s: String, fd: CInt) {
@@ -338,5 +338,177 @@ struct SendCommand: ParsableCommand {
         browser?.stop()
         host.close()
         if result != 0 { throw ExitCode(result) }
+    }
+}
+
+/// `v` with `decimals` digits after the point (no Foundation formatting here).
+private func fixed(_ decimals: Int, _ v: Double) -> String {
+    guard v.isFinite else { return "nan" }
+    var scale = 1.0
+    for _ in 0..<decimals { scale *= 10 }
+    let r = (v * scale).rounded() / scale
+    if decimals == 0 { return String(Int64(r)) }
+    let whole = Int64(r.magnitude)
+    var frac = String(Int64(((r.magnitude - Double(whole)) * scale).rounded()))
+    while frac.count < decimals { frac = "0" + frac }
+    return (r < 0 ? "-" : "") + String(whole) + "." + frac
+}
+
+/// Monotonic nanoseconds, for the benchmark's own timing (the loop's `now` is per wake-up).
+private func monotonicNanoseconds() -> Int64 {
+    var ts = timespec()
+    clock_gettime(CLOCK_MONOTONIC, &ts)
+    return Int64(ts.tv_sec) * 1_000_000_000 + Int64(ts.tv_nsec)
+}
+
+/// `piconet session-bench`: two sessions in one process over 127.0.0.1 UDP, one
+/// epoll loop. Prints `name value` lines for scripts/bench.d/40-session.
+struct SessionBenchCommand: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "session-bench",
+        abstract: "Measure Noise handshakes/s, reliable MB/s, unreliable msg/s and one-way latency on loopback.",
+        shouldDisplay: false)
+
+    @Option(help: "Handshakes (invite, accept, disconnect) to time.")
+    var handshakes: Int = 200
+    @Option(help: "MiB to send reliably (as 1 MiB messages).")
+    var mebibytes: Int = 32
+    @Option(help: "Unreliable 100-byte messages to send as fast as possible.")
+    var unreliable: Int = 50_000
+    @Option(help: "Unreliable 100-byte messages, 1 ms apart, for one-way latency.")
+    var latency: Int = 2_000
+
+    func run() throws {
+        let loop: EpollLoop
+        let a: UDPSessionHost, b: UDPSessionHost
+        var config = SessionConfiguration(policy: .acceptAll)
+        config.reliable.sendWindow = 256
+        config.reliable.receiveWindow = 1024
+        config.reliable.sendBufferLimit = 4 << 20
+        do {
+            loop = try EpollLoop()
+            a = try UDPSessionHost(loop: loop, bind: .loopback(port: 0), identity: PeerIdentity(displayName: "a"), configuration: config)
+            b = try UDPSessionHost(loop: loop, bind: .loopback(port: 0), identity: PeerIdentity(displayName: "b"), configuration: config)
+        } catch {
+            throw fail("session-bench", "\(error)", code: 1)
+        }
+        let bPeer = b.session.peerID
+        var phase = 0
+        var done = 0
+        var start = monotonicNanoseconds()
+        var receivedBytes = 0
+        var receivedCount = 0
+        var latencies: [Int64] = []
+        var lastArrival: Int64 = 0
+        let total = mebibytes << 20
+        let chunk = [UInt8](repeating: 0x5A, count: 1 << 20)
+        var sentBytes = 0
+        func seconds() -> Double { Double(monotonicNanoseconds() - start) / 1e9 }
+        func nextHandshake() {
+            do { try a.session.invite(b.localAddress) } catch { errorLine("invite: \(error)"); loop.stop() }
+        }
+        func pumpReliable() {
+            while sentBytes < total {
+                do {
+                    let status = try a.session.send(chunk, to: [bPeer], mode: .reliable)
+                    sentBytes += chunk.count
+                    if status == .stalled { return }
+                } catch { return }
+            }
+        }
+        func startUnreliable() {
+            phase = 2
+            receivedCount = 0
+            start = monotonicNanoseconds()
+            var sent = 0
+            func burst() {
+                let payload = [UInt8](repeating: 2, count: 100) // byte 0 tags the phase
+                for _ in 0..<500 where sent < unreliable {
+                    _ = try? a.session.send(payload, to: [bPeer], mode: .unreliable)
+                    sent += 1
+                }
+                if sent < unreliable { loop.schedule(after: .zero) { burst() } } else {
+                    loop.schedule(after: .milliseconds(500)) {
+                        let elapsed = Double(lastArrival - start) / 1e9
+                        emitLine("unreliable_delivered_per_s \(fixed(0, Double(receivedCount) / elapsed))")
+                        emitLine("unreliable_loss_percent \(fixed(2, 100 * Double(unreliable - receivedCount) / Double(unreliable)))")
+                        startLatency()
+                    }
+                }
+            }
+            burst()
+        }
+        func startLatency() {
+            phase = 3
+            var sent = 0
+            func one() {
+                var payload = [UInt8](repeating: 3, count: 100)
+                let t = monotonicNanoseconds()
+                for i in 0..<8 { payload[1 + i] = UInt8(truncatingIfNeeded: t >> (8 * Int64(i))) }
+                _ = try? a.session.send(payload, to: [bPeer], mode: .unreliable)
+                sent += 1
+                if sent < latency { loop.schedule(after: .milliseconds(1)) { one() } } else {
+                    loop.schedule(after: .milliseconds(100)) {
+                        let s = latencies.sorted()
+                        if !s.isEmpty {
+                            emitLine("latency_p50_us \(fixed(1, Double(s[s.count / 2]) / 1000))")
+                            emitLine("latency_p99_us \(fixed(1, Double(s[min(s.count - 1, s.count * 99 / 100)]) / 1000))")
+                        }
+                        loop.stop()
+                    }
+                }
+            }
+            one()
+        }
+        a.session.onEvent = { e in
+            switch e {
+            case .invitationFinished(_, .accepted):
+                if phase == 0 {
+                    done += 1
+                    a.session.disconnect(bPeer)
+                    if done < handshakes {
+                        loop.schedule(after: .zero) { nextHandshake() }
+                    } else {
+                        emitLine("handshakes_per_s \(fixed(0, Double(done) / seconds()))")
+                        phase = 1
+                        start = monotonicNanoseconds()
+                        loop.schedule(after: .zero) {
+                            do { try a.session.invite(b.localAddress) } catch { loop.stop() }
+                        }
+                    }
+                } else if phase == 1 {
+                    start = monotonicNanoseconds()
+                    pumpReliable()
+                }
+            case let .invitationFinished(_, outcome):
+                errorLine("invitation \(outcome)")
+                loop.stop()
+            case .unstalled:
+                pumpReliable()
+            default: break
+            }
+        }
+        b.session.onEvent = { e in
+            guard case let .received(bytes, _, mode) = e else { return }
+            if mode == .reliable {
+                receivedBytes += bytes.count
+                if receivedBytes >= total, phase == 1 {
+                    emitLine("reliable_MBps \(fixed(1, Double(receivedBytes) / 1_048_576 / seconds()))")
+                    loop.schedule(after: .zero) { startUnreliable() }
+                }
+            } else if bytes.first == 2 {
+                receivedCount += 1
+                lastArrival = monotonicNanoseconds()
+            } else if bytes.first == 3, bytes.count >= 9 {
+                var t: Int64 = 0
+                for i in 0..<8 { t |= Int64(bytes[1 + i]) << (8 * Int64(i)) }
+                latencies.append(monotonicNanoseconds() - t)
+            }
+        }
+        start = monotonicNanoseconds()
+        nextHandshake()
+        do { try loop.run() } catch { throw fail("session-bench", "\(error)", code: 1) }
+        a.close()
+        b.close()
     }
 }
