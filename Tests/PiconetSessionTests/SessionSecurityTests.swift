@@ -139,6 +139,23 @@ struct MachinePair {
         #expect(machine.statistics.malformedDropped > 0)
     }
 
+    @Test func authenticatedFrameFromANewAddressMovesTheLinkThere() throws {
+        var p = MachinePair()
+        try p.connect()
+        let frame = try p.sendCapturingData([4])
+        let roamed = EndpointAddress.memory(node: 9, port: 4242) // e.g. a new port after a Wi-Fi blip
+        let actions = p.b.received(frame, from: roamed, at: p.now)
+        #expect(p.deliveries(actions) == [[4]])
+        let destinations = actions.compactMap { if case let .send(_, to) = $0 { return to } else { return nil } }
+        #expect(!destinations.isEmpty && destinations.allSatisfy { $0 == roamed }, "replies follow the peer")
+        // A forged frame from yet another address does not move it.
+        var forged = frame
+        forged[forged.count - 1] ^= 1
+        _ = p.b.received(forged, from: .memory(node: 66, port: 1), at: p.now)
+        let (_, more) = try p.b.send([5], to: [p.a.identity.peerID], mode: .reliable, now: p.now)
+        #expect(more.contains { if case let .send(_, to) = $0 { return to == roamed } else { return false } })
+    }
+
     @Test func handshakeFloodIsBoundedAndDoesNotStarveTheSession() throws {
         var p = MachinePair()
         try p.connect()
