@@ -20,6 +20,15 @@ extern int pipe2(int pipefd[2], int flags);
 extern int accept4(int sockfd, struct sockaddr *addr, socklen_t *addrlen, int flags);
 extern pid_t gettid(void);
 
+// Socket types and flags as plain ints: Glibc imports them as an enum type whose visibility
+// depends on which other C module claimed <bits/socket_type.h> first (CBlueZ does too).
+static const int piconet_sock_stream = SOCK_STREAM;
+static const int piconet_sock_dgram = SOCK_DGRAM;
+static const int piconet_sock_seqpacket = SOCK_SEQPACKET;
+static const int piconet_sock_raw = SOCK_RAW;
+static const int piconet_sock_nonblock = SOCK_NONBLOCK;
+static const int piconet_sock_cloexec = SOCK_CLOEXEC;
+
 static inline struct cmsghdr *piconet_cmsg_firsthdr(struct msghdr *m) { return CMSG_FIRSTHDR(m); }
 static inline struct cmsghdr *piconet_cmsg_nxthdr(struct msghdr *m, struct cmsghdr *c) { return CMSG_NXTHDR(m, c); }
 static inline unsigned char *piconet_cmsg_data(struct cmsghdr *c) { return CMSG_DATA(c); }

@@ -367,7 +367,7 @@ enum Sys {
 
     /// The corresponding C function is `socket` (always non-blocking and close-on-exec).
     static func socket(domain: CInt, type: CInt, protocol: CInt = 0) throws(IOError) -> CInt {
-        let t = type | CInt(SOCK_NONBLOCK.rawValue) | CInt(SOCK_CLOEXEC.rawValue)
+        let t = type | piconet_sock_nonblock | piconet_sock_cloexec
         return try syscallBlocking("socket", [Int(domain), Int(type), Int(`protocol`)]) {
             Glibc.socket(domain, t, `protocol`)
         }
@@ -376,7 +376,7 @@ enum Sys {
     /// The corresponding C function is `socketpair` (non-blocking, close-on-exec).
     static func socketpair(domain: CInt, type: CInt) throws(IOError) -> (CInt, CInt) {
         var fds: (CInt, CInt) = (-1, -1)
-        let t = type | CInt(SOCK_NONBLOCK.rawValue) | CInt(SOCK_CLOEXEC.rawValue)
+        let t = type | piconet_sock_nonblock | piconet_sock_cloexec
         _ = try syscallBlocking("socketpair", [Int(domain), Int(type)]) {
             withUnsafeMutablePointer(to: &fds) {
                 $0.withMemoryRebound(to: CInt.self, capacity: 2) { Glibc.socketpair(domain, t, 0, $0) }
@@ -446,7 +446,7 @@ enum Sys {
         let r = try withUnsafeMutablePointer(to: &storage) { (sp) throws(IOError) -> IOResult<CInt> in
             try sp.withMemoryRebound(to: sockaddr.self, capacity: 1) { (p) throws(IOError) -> IOResult<CInt> in
                 try syscall("accept4", [Int(fd)]) {
-                    CPiconetPosix.accept4(fd, p, &len, CInt(SOCK_NONBLOCK.rawValue) | CInt(SOCK_CLOEXEC.rawValue))
+                    CPiconetPosix.accept4(fd, p, &len, piconet_sock_nonblock | piconet_sock_cloexec)
                 }
             }
         }
@@ -558,7 +558,7 @@ extension Sys {
         let r = try syscall("accept4", [Int(fd)]) {
             withUnsafeMutablePointer(to: &a) {
                 $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
-                    CPiconetPosix.accept4(fd, $0, &len, CInt(SOCK_NONBLOCK.rawValue) | CInt(SOCK_CLOEXEC.rawValue))
+                    CPiconetPosix.accept4(fd, $0, &len, piconet_sock_nonblock | piconet_sock_cloexec)
                 }
             }
         }

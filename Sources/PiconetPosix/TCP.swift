@@ -91,7 +91,7 @@ public final class TCPConnection: MessageEndpoint {
     public static func connect(loop: EpollLoop, to address: EndpointAddress,
                                options: Options = Options()) throws(IOError) -> TCPConnection {
         guard let sa = SocketAddress(address) else { throw IOError(errno: EAFNOSUPPORT, syscall: "connect(\(address))") }
-        let socket = OwnedDescriptor(taking: try Sys.socket(domain: sa.family, type: CInt(SOCK_STREAM.rawValue)))
+        let socket = OwnedDescriptor(taking: try Sys.socket(domain: sa.family, type: piconet_sock_stream))
         try applyBufferSizes(socket.rawValue, options)
         _ = try Sys.connect(socket.rawValue, sa)
         return try TCPConnection(loop: loop, socket: socket, remote: address, state: .connecting, options: options)
@@ -276,7 +276,7 @@ public final class TCPListener {
         guard let sa = SocketAddress(address) else { throw IOError(errno: EAFNOSUPPORT, syscall: "bind(\(address))") }
         self.loop = loop
         self.options = options
-        socket = OwnedDescriptor(taking: try Sys.socket(domain: sa.family, type: CInt(SOCK_STREAM.rawValue)))
+        socket = OwnedDescriptor(taking: try Sys.socket(domain: sa.family, type: piconet_sock_stream))
         try Sys.setSocketOption(socket.rawValue, SOL_SOCKET, SO_REUSEADDR, 1)
         try TCPConnection.applyBufferSizes(socket.rawValue, options)
         try Sys.bind(socket.rawValue, sa)

@@ -77,7 +77,7 @@ public final class UDPEndpoint: DatagramEndpoint {
         }
         self.loop = loop
         self.options = options
-        socket = OwnedDescriptor(taking: try Sys.socket(domain: sa.family, type: CInt(SOCK_DGRAM.rawValue)))
+        socket = OwnedDescriptor(taking: try Sys.socket(domain: sa.family, type: piconet_sock_dgram))
         let fd = socket.rawValue
         if options.reuseAddress { try Sys.setSocketOption(fd, SOL_SOCKET, SO_REUSEADDR, 1) }
         if options.reusePort { try Sys.setSocketOption(fd, SOL_SOCKET, SO_REUSEPORT, 1) }
