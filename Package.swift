@@ -57,6 +57,8 @@ let package = Package(
                 swiftSettings: swift6),
         // Test/bench helper: an EpollLoop that exits 0 on SIGTERM, UDP echo/ping for scripts/bench.
         .executableTarget(name: "piconet-loop-probe", dependencies: ["PiconetPosix"], swiftSettings: swift6),
+        // Bench helper: L2CAP sink/source/echo/ping through L2CAPChannel for scripts/bench.d/70-l2cap (in the VM).
+        .executableTarget(name: "piconet-l2cap-probe", dependencies: ["PiconetPosix"], swiftSettings: swift6),
         // LED patterns and button logic (pure state machines), carried out by PiconetLights.
         .target(name: "PiconetIndicators", dependencies: ["PiconetLoop"], swiftSettings: swift6),
         .target(name: "PiconetLights", dependencies: ["PiconetLoop", "PiconetIndicators", "CGPIOD"], swiftSettings: swift6),
@@ -110,7 +112,7 @@ let package = Package(
 
         .testTarget(name: "PiconetWireTests", dependencies: ["PiconetWire", "PiconetTestSupport"], swiftSettings: swift6),
         .testTarget(name: "PiconetLoopTests", dependencies: ["PiconetLoop", "PiconetTestSupport"], swiftSettings: swift6),
-        .testTarget(name: "PiconetPosixTests", dependencies: ["PiconetPosix", "PiconetTestSupport"], swiftSettings: swift6),
+        .testTarget(name: "PiconetPosixTests", dependencies: ["PiconetPosix", "PiconetTestSupport", "PiconetDiscovery"], swiftSettings: swift6),
         .testTarget(name: "PiconetDiscoveryTests", dependencies: ["PiconetDiscovery", "PiconetTestSupport"], swiftSettings: swift6),
         .testTarget(name: "PiconetSessionTests", dependencies: ["PiconetSession", "PiconetTestSupport"], swiftSettings: swift6),
         .testTarget(name: "PiconetSensorsTests", dependencies: ["PiconetSensors", "PiconetHub", "PiconetTestSupport"], swiftSettings: swift6),

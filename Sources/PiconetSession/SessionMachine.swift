@@ -80,6 +80,7 @@ public struct SessionMachine {
         var encrypted = true
         var sendCipher = CipherState()
         var sendEpoch: UInt64 = 0
+        var sendEpochStarted: Instant?
         var receiveCipher = CipherState()
         var previousReceiveCipher: CipherState?
         var receiveEpoch: UInt64 = 0
@@ -713,12 +714,20 @@ public struct SessionMachine {
 
     mutating func sendSealed<T: WireCodable>(_ inner: T, type: FrameType, link l: inout Link, now: Instant) {
         guard l.noise == nil else { return }
+        let interval = max(1, configuration.rekeyAfterFrames)
+        if l.encrypted, let started = l.sendEpochStarted, now - started >= configuration.rekeyAfterTime {
+            // Time limit: jump the counter to the next epoch boundary; the receiver
+            // follows because the epoch is derived from the counter it sees.
+            l.sendCounter = max(l.sendCounter, (l.sendCounter / interval + 1) * interval)
+        }
+        if l.sendEpochStarted == nil { l.sendEpochStarted = now }
         let counter = l.sendCounter
         l.sendCounter += 1
-        let epoch = counter / max(1, configuration.rekeyAfterFrames)
+        let epoch = counter / interval
         while l.encrypted, l.sendEpoch < epoch {
             l.sendCipher.rekey()
             l.sendEpoch += 1
+            l.sendEpochStarted = now
             statistics.rekeys += 1
         }
         let plain = inner.encoded()
@@ -762,15 +771,20 @@ public struct SessionMachine {
             plain = try? l.receiveCipher.decrypt(nonce: f.counter, ad: ad, ciphertext: f.body)
         } else if epoch + 1 == l.receiveEpoch {
             plain = try? l.previousReceiveCipher?.decrypt(nonce: f.counter, ad: ad, ciphertext: f.body)
-        } else if epoch == l.receiveEpoch + 1 {
+        } else if epoch > l.receiveEpoch, epoch - l.receiveEpoch <= 8 {
+            // Up to 8 epochs ahead: whole epochs can be lost (time-based rekey of a quiet link).
             var next = l.receiveCipher
-            next.rekey()
+            var previous = l.receiveCipher
+            for _ in 0..<(epoch - l.receiveEpoch) {
+                previous = next
+                next.rekey()
+            }
             plain = try? next.decrypt(nonce: f.counter, ad: ad, ciphertext: f.body)
             if plain != nil {
-                l.previousReceiveCipher = l.receiveCipher
+                l.previousReceiveCipher = previous
                 l.receiveCipher = next
-                l.receiveEpoch += 1
-                statistics.rekeys += 1
+                statistics.rekeys += Int(epoch - l.receiveEpoch)
+                l.receiveEpoch = epoch
             }
         }
         guard let plain else { statistics.authenticationFailures += 1; return nil }

@@ -143,6 +143,8 @@ public struct SessionConfiguration: Sendable, Equatable {
     public var handshakeBurst: Double = 40
     /// Transport frames after which a direction rekeys (Noise `Rekey`).
     public var rekeyAfterFrames: UInt64 = 1 << 20
+    /// Time after which a direction rekeys even when little was sent (as WireGuard: 2 minutes).
+    public var rekeyAfterTime: Duration = .seconds(120)
     public var replayWindow = 2048
 
     public init(encryption: EncryptionPreference = .required, policy: InvitationPolicy = .ask) {

@@ -410,6 +410,21 @@ func numbered(_ i: Int, size: Int = 0) -> [UInt8] {
         #expect(a.session.statistics.rekeys > 5 && b.session.statistics.rekeys > 5)
     }
 
+    @Test func timeBasedRekeyOnAnIdleLink() throws {
+        let h = Harness(seed: 23, plan: FaultPlan(drop: 0.1, reorder: 0.3, reorderWindow: .milliseconds(20)))
+        var config = SessionConfiguration(policy: .acceptAll)
+        config.rekeyAfterTime = .seconds(2)
+        let a = try h.add("a", config)
+        let b = try h.add("b", config)
+        #expect(try h.connect(a, b) == .accepted(b.peerID))
+        h.run(.seconds(20)) // only keep-alives flow
+        #expect(a.session.statistics.rekeys >= 5 && b.session.statistics.rekeys >= 5)
+        #expect(a.states(of: b.peerID) == [.connecting, .connected], "rekeying never dropped the link")
+        try a.session.send([1], to: [b.peerID], mode: .reliable)
+        h.run(.seconds(1))
+        #expect(b.messages(from: a.peerID, mode: .reliable) == [[1]])
+    }
+
     @Test func asyncFacadeYieldsTheSameEvents() async throws {
         let h = Harness(seed: 21)
         let a = try h.add("a")
