@@ -97,7 +97,7 @@ struct ListenCommand: ParsableCommand {
     var name: String?
     @Option(help: "UDP address to bind, A.B.C.D:PORT (port 0: any).")
     var bind: String = "0.0.0.0:0"
-    @Option(help: "Who may join: all, none, or a comma-separated list of peer IDs.")
+    @Option(help: "Who may join: all, ask (y/n on stdin), none, or a comma-separated list of peer IDs.")
     var accept: String = "all"
     @Flag(help: "One JSON object per line instead of text.")
     var json = false
@@ -111,6 +111,7 @@ struct ListenCommand: ParsableCommand {
         switch accept {
         case "all": config.policy = .acceptAll
         case "none": config.policy = .declineAll
+        case "ask": config.policy = .ask
         default:
             var ids = Set<PeerID>()
             for part in accept.split(separator: ",") {
@@ -144,6 +145,32 @@ struct ListenCommand: ParsableCommand {
         let json = self.json
         let limit = exitAfter
         var received = 0
+        // --accept ask: questions on stdout, answers (y/n lines) on stdin, oldest question first.
+        var questions: [InvitationRequest] = []
+        var typed: [UInt8] = []
+        var stdinRegistration: Registration?
+        if config.policy == .ask {
+            stdinRegistration = try? loop.register(FileDescriptor(rawValue: 0), interest: .read) { _ in
+                var buf = [UInt8](repeating: 0, count: 256)
+                let n = read(0, &buf, buf.count)
+                if n <= 0 {
+                    // End of input: nobody is left to answer; decline what is waiting.
+                    for q in questions { try? host.session.respond(to: q.id, accept: false) }
+                    questions = []
+                    if let r = stdinRegistration { loop.deregister(r) }
+                    stdinRegistration = nil
+                    return
+                }
+                typed += buf[0..<n]
+                while let nl = typed.firstIndex(of: 10) {
+                    let answer = typed[..<nl].first.map { $0 == UInt8(ascii: "y") || $0 == UInt8(ascii: "Y") } ?? false
+                    typed.removeFirst(nl + 1)
+                    guard !questions.isEmpty else { continue }
+                    try? host.session.respond(to: questions.removeFirst().id, accept: answer)
+                }
+            }
+            if stdinRegistration == nil { errorLine("piconet listen: stdin cannot be watched; invitations will time out") }
+        }
         if json {
             emitLine("{\"event\":\"listening\",\"address\":\(jsonString(host.localAddress.description)),\"peer\":\"\(identity.peerID)\"}")
         } else {
@@ -165,7 +192,16 @@ struct ListenCommand: ParsableCommand {
                 }
             case let .peerStateChanged(peer, state):
                 if json { emitLine("{\"event\":\"state\",\"peer\":\"\(peer)\",\"state\":\"\(state)\"}") } else { emitLine("# \(peer) \(state)") }
-            case let .invitationFinished(_, outcome):
+            case let .invitationReceived(r):
+                questions.append(r)
+                let context = String(decoding: r.context, as: UTF8.self)
+                if json {
+                    emitLine("{\"event\":\"question\",\"peer\":\"\(r.peer)\",\"name\":\(jsonString(r.displayName)),\"code\":\"\(r.verificationCode)\",\"context\":\(jsonString(context))}")
+                } else {
+                    emitLine("? invitation from \(r.displayName) (\(r.peer)), code \(r.verificationCode), context \"\(context)\": accept? [y/n]")
+                }
+            case let .invitationFinished(id, outcome):
+                questions.removeAll { $0.id == id }
                 if json { emitLine("{\"event\":\"invitation\",\"outcome\":\(jsonString(outcome.description))}") } else { emitLine("# invitation \(outcome)") }
             case let .connectionRefused(address, reason):
                 if json { emitLine("{\"event\":\"refused\",\"address\":\"\(address)\",\"reason\":\(jsonString(reason.description))}") } else { emitLine("# refused \(address): \(reason)") }
