@@ -241,7 +241,9 @@ enum Sys {
     /// deadline in nanoseconds; 0 disarms.
     static func timerfdSet(_ fd: CInt, absoluteNanoseconds ns: Int64) throws(IOError) {
         var spec = itimerspec()
-        spec.it_value.tv_sec = Int(ns / 1_000_000_000)
+        // Clamp "never" (Instant.distantFuture) to ~68 years so it fits a 32-bit time_t (32-bit Pi OS).
+        let seconds = min(ns / 1_000_000_000, Int64(Int32.max))
+        spec.it_value.tv_sec = Int(seconds)
         spec.it_value.tv_nsec = Int(ns % 1_000_000_000)
         _ = try syscallBlocking("timerfd_settime", [Int(fd), Int(ns)]) {
             timerfd_settime(fd, CInt(TFD_TIMER_ABSTIME), &spec, nil)

@@ -51,7 +51,8 @@ public final class TCPConnection: MessageEndpoint {
     public private(set) var state: State
     public private(set) var remoteAddress: EndpointAddress
     public private(set) var statistics = Statistics()
-    public var maximumMessageSize: Int { options.maximumFrameSize }
+    /// The frame limit, both ways (at most UInt32.max: the length prefix is 4 bytes).
+    public var maximumMessageSize: Int { framer.maximumFrameSize }
 
     public var onMessage: (([UInt8]) -> Void)?
     public var onWritable: (() -> Void)?
@@ -111,8 +112,8 @@ public final class TCPConnection: MessageEndpoint {
 
     public func send(_ message: [UInt8]) throws(TransportError) -> SendOutcome {
         guard state != .closed else { throw .closed }
-        guard message.count <= options.maximumFrameSize else {
-            throw .messageTooLarge(size: message.count, limit: options.maximumFrameSize)
+        guard message.count <= maximumMessageSize else {
+            throw .messageTooLarge(size: message.count, limit: maximumMessageSize)
         }
         let framed = LengthPrefixedFrame.headerLength + message.count
         if outboundByteCount > 0 && outboundByteCount + framed > options.outboundBufferCapacity {

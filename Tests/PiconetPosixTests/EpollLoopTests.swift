@@ -161,6 +161,24 @@ import Testing
         #expect(single.wakeUps == 1)
     }
 
+    @Test func aNeverTimerArmsTheTimerfdWithoutWaking() throws {
+        let loop = try EpollLoop()
+        let never = loop.schedule(at: .distantFuture) { Issue.record("the distant-future timer fired") }
+        // The first turn arms the timerfd for "never" (clamped for 32-bit time_t) before it
+        // blocks; the writable pipe then wakes it, and only then is a real deadline added.
+        let pipe = try Pipe()
+        var reg: Registration?
+        reg = try loop.register(pipe.writeEnd.descriptor, interest: .write) { _ in
+            if let reg { loop.deregister(reg) }
+            loop.schedule(after: .milliseconds(20)) { loop.stop() }
+        }
+        try loop.run()
+        #expect(loop.wakeUps == 2, "one for the pipe, one for the 20 ms timer")
+        #expect(loop.pendingTimers == 1)
+        loop.cancel(never)
+        #expect(loop.pendingTimers == 0)
+    }
+
     @Test(.enabled(if: ChildProcess.siblingExecutable(named: "piconet-loop-probe") != nil,
                    "piconet-loop-probe is not built next to the test bundle (run `swift build` first)"))
     func sigtermMakesTheProbeExitCleanly() throws {
