@@ -184,7 +184,7 @@ public struct ReliableSender: Sendable {
             if f.seq >= windowEnd { break }
             if !f.sacked {
                 guard let d = f.deadline else { return .zero }
-                if earliest == nil || d < earliest! { earliest = d }
+                earliest = earliest.map { min($0, d) } ?? d
             }
             i += 1
         }

@@ -299,7 +299,7 @@ public struct SessionMachine {
         var best: Instant?
         func consider(_ d: Instant?) {
             guard let d else { return }
-            if best == nil || d < best! { best = d }
+            best = best.map { min($0, d) } ?? d
         }
         for l in links.values {
             consider(l.expiresAt)
