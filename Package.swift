@@ -38,6 +38,7 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-numerics.git", from: "1.1.1"),
         .package(url: "https://github.com/hummingbird-project/hummingbird.git", from: "2.28.1"),
         .package(url: "https://github.com/swift-server/swift-prometheus.git", from: "2.4.1"),
+        .package(url: "https://github.com/apple/swift-log.git", from: "1.16.2"),
     ],
     targets: [
         // OS edge: C libraries.
@@ -90,7 +91,8 @@ let package = Package(
         // Hub's HTTP face (runtime level: Hummingbird + Prometheus; only the hub links it).
         .target(name: "PiconetHubServer",
                 dependencies: [.product(name: "Hummingbird", package: "hummingbird"),
-                               .product(name: "Prometheus", package: "swift-prometheus")],
+                               .product(name: "Prometheus", package: "swift-prometheus"),
+                               .product(name: "Logging", package: "swift-log")],
                 swiftSettings: swift6),
 
         // Executables.

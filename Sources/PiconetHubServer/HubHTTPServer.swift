@@ -1,4 +1,5 @@
 import Hummingbird
+import Logging
 import Prometheus
 import Synchronization
 
@@ -14,6 +15,7 @@ import Foundation
 /// Routes:
 /// - `GET /` — the live page (plots per node, updated by `/events`)
 /// - `GET /events` — `text/event-stream`, one `data:` line of snapshot JSON per update
+/// - `GET /api/snapshot` — the whole snapshot (hub counters, nodes with series): the page's first paint
 /// - `GET /api/nodes` — every node's aggregates (no series)
 /// - `GET /api/nodes/{id}/series?window=10s|60s|session` — one node's recent series
 /// - `GET /metrics` — Prometheus text format
@@ -33,10 +35,12 @@ public struct HubHTTPServer: Sendable {
         let feed = self.feed
         let metrics = self.metrics
         router.get("/") { _, _ in
-            Response(status: .ok, headers: [.contentType: "text/html; charset=utf-8"],
-                     body: .init(byteBuffer: ByteBuffer(string: LivePage.html)))
+            let json = String(decoding: try JSONEncoder().encode(feed.snapshot), as: UTF8.self)
+            return Response(status: .ok, headers: [.contentType: "text/html; charset=utf-8"],
+                            body: .init(byteBuffer: ByteBuffer(string: LivePage.html(snapshotJSON: json))))
         }
         router.get("/healthz") { _, _ in "ok" }
+        router.get("/api/snapshot") { _, _ in try jsonResponse(feed.snapshot) }
         router.get("/api/nodes") { _, _ in
             let nodes = feed.snapshot.nodes.map { n -> NodeStatus in var c = n; c.series = []; return c }
             return try jsonResponse(nodes)
@@ -85,8 +89,13 @@ public struct HubHTTPServer: Sendable {
 
     /// Serves on `host:port` until the surrounding task is cancelled.
     public func run(host: String, port: Int) async throws {
+        // Hummingbird logs a cancelled server (our orderly shutdown) as an error: keep its
+        // logger to warnings and worse, and say ourselves where we listen.
+        var logger = Logger(label: "piconet-hub.http")
+        logger.logLevel = .critical
         let app = Application(router: makeRouter(),
-                              configuration: .init(address: .hostname(host, port: port), serverName: "piconet-hub"))
+                              configuration: .init(address: .hostname(host, port: port), serverName: "piconet-hub"),
+                              logger: logger)
         try await app.run()
     }
 }

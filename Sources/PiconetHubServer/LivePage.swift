@@ -1,8 +1,21 @@
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
+import Foundation
+#endif
+
 /// The live page at `/`: one card per node with heart-rate and activity plots,
 /// fed by `/events` (server-sent events). Self-contained: no CDN, no external
 /// script, because a hub on a bench network often has no internet.
 enum LivePage {
-    static let html = #"""
+    /// The page with `snapshotJSON` inlined for the first paint. `<` is escaped
+    /// so a node name (untrusted: it comes from the network) cannot close the script.
+    static func html(snapshotJSON: String) -> String {
+        let safe = snapshotJSON.replacingOccurrences(of: "<", with: "\\u003c")
+        return template.replacingOccurrences(of: "/*INITIAL-SNAPSHOT*/null", with: safe)
+    }
+
+    static let template = #"""
 <!doctype html>
 <html lang="en"><head><meta charset="utf-8">
 <title>Piconet hub</title>
@@ -49,6 +62,12 @@ function plot(canvas, pts, key, lo, hi, color) {
   for (let i = 1; i < 4; i++) { g.beginPath(); g.moveTo(0, h * i / 4); g.lineTo(w, h * i / 4); g.stroke(); }
   const ps = pts.filter(p => p[key] !== null && p[key] !== undefined);
   if (ps.length < 2) return 0;
+  if (lo === null) {  // auto-scale with a margin, so a resting 60 bpm is not a flat line
+    const vs = ps.map(p => p[key]);
+    lo = Math.min(...vs) - 5; hi = Math.max(...vs) + 5;
+    g.fillStyle = "#9aa"; g.font = "11px sans-serif";
+    g.fillText(hi.toFixed(0), 4, 12); g.fillText(lo.toFixed(0), 4, h - 4);
+  }
   const t1 = ps[ps.length - 1].t, t0 = Math.min(ps[0].t, t1 - 60);
   g.strokeStyle = color; g.lineWidth = 2; g.beginPath();
   ps.forEach((p, i) => {
@@ -76,11 +95,14 @@ function render(s) {
     el.querySelector(".steps").textContent = n.steps;
     el.querySelector(".cad").textContent = fmt(n.cadence, 0);
     el.querySelector(".act").textContent = fmt(n.activity, 0);
-    plotted += plot(el.querySelector(".hr"), n.series, "bpm", 40, 200, "#ff6b6b");
+    plotted += plot(el.querySelector(".hr"), n.series, "bpm", null, null, "#ff6b6b");
     plotted += plot(el.querySelector(".mo"), n.series, "activity", 0, 800, "#4dabf7");
   }
   document.body.dataset.plottedPoints = plotted;
 }
+// First paint from the snapshot the server inlined; then live updates over server-sent events.
+const initial = /*INITIAL-SNAPSHOT*/null;
+if (initial) render(initial);
 const es = new EventSource("/events");
 es.onmessage = e => render(JSON.parse(e.data));
 es.onerror = () => { document.getElementById("status").textContent = "hub unreachable, retrying…"; };

@@ -1,7 +1,7 @@
 import Foundation
 import Hummingbird
 import HummingbirdTesting
-import PiconetHubServer
+@testable import PiconetHubServer
 import Testing
 
 func sampleSnapshot(nodes: Int = 2, messages: UInt64 = 42) -> HubSnapshot {
@@ -134,5 +134,35 @@ func sampleSnapshot(nodes: Int = 2, messages: UInt64 = 42) -> HubSnapshot {
     @Test func inPlaceRefreshClearsTheScreenPlainDoesNot() {
         #expect(TerminalTable.render(.empty, inPlace: true).hasPrefix("\u{1B}[H"))
         #expect(!TerminalTable.render(.empty, inPlace: false).contains("\u{1B}"))
+    }
+}
+
+@Suite struct SnapshotEndpointTests {
+    @Test func snapshotEndpointCarriesSeriesForTheFirstPaint() async throws {
+        let feed = HubFeed()
+        feed.publish(sampleSnapshot(nodes: 2))
+        try await Application(router: HubHTTPServer(feed: feed).makeRouter()).test(.router) { client in
+            try await client.execute(uri: "/api/snapshot", method: .get) { response in
+                let snap = try JSONDecoder().decode(HubSnapshot.self, from: Data(buffer: response.body))
+                #expect(snap == sampleSnapshot(nodes: 2))
+            }
+        }
+    }
+}
+
+@Suite struct LivePageInliningTests {
+    @Test func pageInlinesTheSnapshotAndEscapesHostileNames() async throws {
+        let feed = HubFeed()
+        var snap = sampleSnapshot(nodes: 1)
+        snap.nodes[0].name = "</script><script>alert(1)</script>"
+        feed.publish(snap)
+        try await Application(router: HubHTTPServer(feed: feed).makeRouter()).test(.router) { client in
+            try await client.execute(uri: "/", method: .get) { response in
+                let html = String(buffer: response.body)
+                #expect(html.contains("\"messagesTotal\":42"), "the snapshot is inlined for the first paint")
+                #expect(!html.contains("</script><script>alert"), "a node name cannot break out of the script")
+                #expect(html.contains("\\u003c/script>"))
+            }
+        }
     }
 }

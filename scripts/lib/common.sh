@@ -10,6 +10,7 @@ is_root() { [ "$(id -u)" = 0 ]; }
 PICONET_APT_PACKAGES=(
   pkg-config libbluetooth-dev libgpiod-dev gpiod libsqlite3-dev
   iproute2 nftables procps psmisc curl python3 python3-venv
-  gcc libc6-dev            # scripts/bench compiles its C baseline
   mtools dosfstools fdisk e2fsprogs jq openssh-server openssh-client shellcheck  # flash-sd, provision, their stage
+  gcc libc6-dev            # scripts/bench compiles its C baseline
+  chromium sqlite3         # the main-job stage: browser test of the live page, history checks
 )
