@@ -211,6 +211,7 @@ struct ListenCommand: ParsableCommand {
         }
         do {
             try loop.onSignal([.interrupt, .terminate]) { _ in loop.stop() }
+            if limit == 0 { loop.schedule(after: .zero) { loop.stop() } } // set up (key, socket) and exit
             try loop.run()
         } catch {
             throw fail("listen", "\(error)", code: 1)
