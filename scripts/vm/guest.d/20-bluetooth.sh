@@ -6,6 +6,7 @@
 #   L2CAPVMTests          LE CoC + BR/EDR channels hci1 -> hci0 (MTUs, 1,000 mixed messages),
 #                         deferred setup, adapter missing, peer gone mid-transfer, adapter down
 #   L2CAPTests, BluetoothManagementTests   the unit suites, here with a Bluetooth kernel
+#   piconet-l2cap-session  a Piconet session over LE and BR/EDR channels, one process per controller
 # and BlueZ's l2cap-tester as a reference (its summary line is printed).
 # Order matters (shared/vm/README lessons): scan before connecting; the "advertising"
 # setting (needed for LE connects) overrides add-adv instances, so it is switched on after.
@@ -52,6 +53,26 @@ btmgmt --index 0 advertising on >/dev/null 2>&1 || ko "btmgmt -i 0 advertising o
 t=$(up)
 swift_suite 'L2CAPVMTests|L2CAPTests|BluetoothManagementTests' l2cap
 echo "  (L2CAP suites: ${t}s -> $(up)s)"
+
+# A Piconet session (invitation, Noise XX, 50 reliable echoed in order + 50 unreliable) over
+# one L2CAP channel, one process per controller.
+SESSION="$PICONET_BIN_DIR/piconet-l2cap-session"
+if [ -x "$SESSION" ]; then
+  btmgmt --index 0 advertising on >/dev/null 2>&1   # again: the peer-gone test power-cycled hci0
+  for kind in le bredr; do
+    if [ $kind = le ]; then psm=135; else psm=4109; fi
+    "$SESSION" accept hci0 $psm $kind > /tmp/session-accept.log 2>&1 & S=$!
+    for i in $(seq 100); do grep -q ready /tmp/session-accept.log && break; sleep 0.1; done
+    t=$(up)
+    out=$(timeout 150 "$SESSION" invite hci1 "$A0" $psm $kind 50 2>&1); rc=$?
+    sleep 0.5; kill $S 2>/dev/null; wait $S 2>/dev/null
+    grep SESSION /tmp/session-accept.log | sed 's/^/  accept| /'
+    if [ $rc = 0 ]; then ok "session over L2CAP $kind, two processes (${t}s -> $(up)s): $out"
+    else ko "session over L2CAP $kind (exit $rc): $out"; fi
+  done
+else
+  SKIP=$((SKIP + 1)); echo "SKIP: session over L2CAP: $SESSION not built"
+fi
 
 if [ "${PICONET_SKIP_L2CAP_TESTER:-0}" = 1 ]; then
   SKIP=$((SKIP + 1)); echo "SKIP: l2cap-tester (PICONET_SKIP_L2CAP_TESTER=1)"
