@@ -74,6 +74,21 @@ else
   SKIP=$((SKIP + 1)); echo "SKIP: session over L2CAP: $SESSION not built"
 fi
 
+# rfkill: a blocked adapter must give the one-line error naming `rfkill unblock bluetooth`.
+# (No rfkill tool on the host root: the switches are set through sysfs.)
+rfkill_bt() { for r in /sys/class/rfkill/rfkill*; do [ "$(cat "$r/type" 2>/dev/null)" = bluetooth ] && echo "$1" > "$r/soft"; done; }
+PROBE="$PICONET_BIN_DIR/piconet-l2cap-probe"
+if [ -x "$PROBE" ] && ls /sys/class/rfkill/rfkill* >/dev/null 2>&1; then
+  rfkill_bt 1; sleep 0.5
+  out=$("$PROBE" sink hci0 137 le 1 2>&1); rc=$?
+  rfkill_bt 0; sleep 0.5
+  echo "  | $out"
+  [ $rc = 2 ] && echo "$out" | grep -q "blocked by rfkill: run \`rfkill unblock bluetooth\`" \
+    && ok "rfkill-blocked adapter: one-line error naming rfkill unblock" || ko "rfkill error (exit $rc)"
+else
+  SKIP=$((SKIP + 1)); echo "SKIP: rfkill check (no rfkill switch in sysfs or no probe)"
+fi
+
 if [ "${PICONET_SKIP_L2CAP_TESTER:-0}" = 1 ]; then
   SKIP=$((SKIP + 1)); echo "SKIP: l2cap-tester (PICONET_SKIP_L2CAP_TESTER=1)"
 elif command -v l2cap-tester >/dev/null; then
