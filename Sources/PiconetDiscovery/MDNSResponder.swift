@@ -498,6 +498,9 @@ public struct MDNSResponder {
             return []
         }
         if packet.destination == .multicast, packet.message.isResponse {
+            // Entries older than the longest gap no longer limit anything; dropping them
+            // keeps the table to our current records even after many info/address updates.
+            lastMulticast = lastMulticast.filter { now - $0.value < .seconds(1) }
             for r in packet.message.answers { lastMulticast[RecordKey(r)] = now }
         }
         stats.packetsSent += 1
