@@ -58,9 +58,9 @@ enum L2CAPAddress {
                    psm: UInt16(littleEndian: a.l2_psm))
     }
 
-    /// Checks a PSM against what the kernel accepts for the address type. `listening`: 0 is
-    /// not allowed (an ephemeral PSM is not something a peer could find).
-    static func check(psm: UInt16, type: BluetoothAddressType, listening: Bool) throws(BluetoothError) {
+    /// Checks a PSM against what the kernel accepts for the address type (0, an ephemeral
+    /// PSM, is refused too: a peer could not find it).
+    static func check(psm: UInt16, type: BluetoothAddressType) throws(BluetoothError) {
         switch type {
         case .lePublic, .leRandom:
             guard (0x0080...0x00FF).contains(psm) else {
@@ -72,7 +72,6 @@ enum L2CAPAddress {
                 throw .invalidAddress("BR/EDR PSM \(psm) (0x\(String(psm, radix: 16))) must be odd, at least 0x1001, with bit 8 clear")
             }
         }
-        _ = listening
     }
 }
 
@@ -112,7 +111,8 @@ public final class L2CAPChannel: MessageEndpoint {
     public private(set) var statistics = Statistics()
     /// Whether this is an LE credit-based channel (else BR/EDR).
     public let isLE: Bool
-    /// The largest SDU the peer accepts (BT_SNDMTU / omtu): what `send` takes. 0 until connected.
+    /// The largest SDU the peer accepts (BT_SNDMTU / omtu): what `send` takes, and what a session
+    /// sizes its datagrams from. 0 until connected (read it in `onConnected`).
     public private(set) var sendMTU = 0
     /// The largest SDU we accept (BT_RCVMTU / imtu). 0 until connected.
     public private(set) var receiveMTU = 0
@@ -148,7 +148,7 @@ public final class L2CAPChannel: MessageEndpoint {
         guard case let .bluetooth(bytes, type, psm) = address, let peer = BluetoothAddress(bytes: bytes) else {
             throw .invalidAddress("not a Bluetooth address: \(address)")
         }
-        try L2CAPAddress.check(psm: psm, type: type, listening: false)
+        try L2CAPAddress.check(psm: psm, type: type)
         let isLE = type != .bredr
         do {
             let socket = try openSocket()
@@ -274,8 +274,11 @@ public final class L2CAPChannel: MessageEndpoint {
 
     private func handle(_ events: Events) {
         switch state {
-        case .closed, .authorizing:
-            if state == .authorizing, !events.isDisjoint(with: [.hangup, .error]) { finish(pendingError() ?? .connectionReset) }
+        case .closed:
+            return
+        case .authorizing:
+            // The peer gave up while we were deciding.
+            if !events.isDisjoint(with: [.hangup, .error]) { finish(pendingError() ?? .connectionReset) }
             return
         case .connecting:
             if !events.isDisjoint(with: [.error, .hangup]) {
@@ -384,7 +387,7 @@ public final class L2CAPListener {
     public init(loop: EpollLoop, adapter: BluetoothAdapter, psm: UInt16, le: Bool,
                 options: L2CAPOptions = L2CAPOptions(), backlog: Int = 8) throws(BluetoothError) {
         let type: BluetoothAddressType = le ? .lePublic : .bredr
-        try L2CAPAddress.check(psm: psm, type: type, listening: true)
+        try L2CAPAddress.check(psm: psm, type: type)
         self.loop = loop
         deferSetup = options.deferSetup
         localAddress = .bluetooth(address: adapter.address.bytes, type: type, psm: psm)

@@ -29,7 +29,8 @@ public struct BluetoothAddress: Hashable, Sendable, CustomStringConvertible {
         bytes = b
     }
 
-    public static let any = BluetoothAddress(bytes: [0, 0, 0, 0, 0, 0])!
+    /// 00:00:00:00:00:00 (BDADDR_ANY).
+    public static let any = BluetoothAddress(bdaddr_t())
 
     init(_ b: bdaddr_t) {
         bytes = [b.b.5, b.b.4, b.b.3, b.b.2, b.b.1, b.b.0]
