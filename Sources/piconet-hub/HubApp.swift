@@ -44,7 +44,7 @@ final class HubApp {
     init(_ settings: HubSettings) throws {
         self.settings = settings
         loop = try EpollLoop()
-        identity = try IdentityFile.loadOrCreate(path: settings.identityPath, displayName: settings.name).identity
+        identity = try SessionIdentityFile.loadOrCreate(path: settings.identityPath, displayName: settings.name)
         endpoint = try UDPEndpoint(loop: loop, bindTo: .ipv4(0, 0, 0, 0, port: 0))
         var config = SessionConfiguration()
         config.policy = .declineAll          // the hub invites; it does not take invitations

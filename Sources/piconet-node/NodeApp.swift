@@ -34,8 +34,7 @@ final class NodeApp {
     init(_ settings: NodeSettings) throws {
         self.settings = settings
         loop = try EpollLoop()
-        let (id, created) = try IdentityFile.loadOrCreate(path: settings.identityPath, displayName: settings.name)
-        identity = id
+        identity = try SessionIdentityFile.loadOrCreate(path: settings.identityPath, displayName: settings.name)
         endpoint = try UDPEndpoint(loop: loop, bindTo: .ipv4(0, 0, 0, 0, port: settings.port))
         var config = SessionConfiguration()
         config.policy = settings.policy
@@ -58,7 +57,7 @@ final class NodeApp {
         } else {
             lights = nil
         }
-        log("identity \(identity.peerID) (\(created ? "created" : "loaded") \(settings.identityPath)), policy \(settings.policyText)")
+        log("identity \(identity.peerID) (\(settings.identityPath)), policy \(settings.policyText)")
     }
 
     func log(_ line: String) {
