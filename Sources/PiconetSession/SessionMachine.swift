@@ -179,7 +179,7 @@ public struct SessionMachine {
             let limit = maximumUnreliablePayload
             guard message.count <= limit else { throw .messageTooLarge(size: message.count, limit: limit) }
             for i in targets {
-                guard var l = links[i] else { continue }
+                guard var l = links.removeValue(forKey: i) else { continue }
                 let seq = l.channels.unreliableSeq
                 l.channels.unreliableSeq += 1
                 let frame = DataFrame(kind: .unreliable(seq: seq), payload: message)
@@ -190,8 +190,13 @@ public struct SessionMachine {
         case .reliable:
             var status = SendStatus.sent
             for i in targets {
-                guard var l = links[i] else { continue }
-                if try l.channels.sender.enqueue(message) == .stalled { status = .stalled }
+                guard var l = links.removeValue(forKey: i) else { continue }
+                do {
+                    if try l.channels.sender.enqueue(message) == .stalled { status = .stalled }
+                } catch {
+                    links[i] = l
+                    throw error
+                }
                 flush(&l, now: now)
                 links[i] = l
             }
@@ -287,8 +292,16 @@ public struct SessionMachine {
     public mutating func timerFired(at now: Instant) -> [SessionAction] {
         guard !isClosed else { return [] }
         for i in Array(links.keys) {
-            guard var l = links[i] else { continue }
-            if tick(&l, now: now) { links[i] = l } else { removeLink(i) }
+            if links[i]?.phase == .established {
+                // Established links only touch themselves in `tick`: work on them outside the table.
+                guard var l = links.removeValue(forKey: i) else { continue }
+                let keep = tick(&l, now: now)
+                links[i] = l
+                if !keep { removeLink(i) }
+            } else {
+                guard var l = links[i] else { continue }
+                if tick(&l, now: now) { links[i] = l } else { removeLink(i) }
+            }
         }
         reconcile()
         return take()
@@ -793,12 +806,21 @@ public struct SessionMachine {
     }
 
     mutating func handleSealed(_ f: SealedFrame, from address: EndpointAddress, now: Instant) {
-        guard var l = links[f.receiverIndex], l.noise == nil else {
+        // The link is taken out of the table while it is worked on: a copy left in
+        // the table would make every change to its buffers copy them whole.
+        guard var l = links.removeValue(forKey: f.receiverIndex) else {
             statistics.unknownLinkDropped += 1
             return
         }
-        guard l.sendCipher.hasKey || !l.encrypted else { statistics.unknownLinkDropped += 1; return }
+        guard l.noise == nil, l.sendCipher.hasKey || !l.encrypted else {
+            links[l.index] = l
+            statistics.unknownLinkDropped += 1
+            return
+        }
         guard let plain = open(f, link: &l) else { links[l.index] = l; return }
+        // Data, acks, keep-alives and probes on an established link touch only this link
+        // (the hot path). Everything else may consult the table, so the link goes back first.
+        let hot = l.phase == .established && (f.type == .data || f.type == .ack || f.type == .keepAlive || f.type == .resume)
         // Authentic: the peer is alive, possibly at a new address (Wi-Fi roaming, NAT rebinding).
         l.lastHeard = now
         l.confirmed = true
@@ -813,6 +835,8 @@ public struct SessionMachine {
             statistics.resumes += 1
             if let p = l.peer { dirty.insert(p) }
         }
+        if !hot { links[l.index] = l }
+        var alive = true
         do {
             switch f.type {
             case .invitation:
@@ -823,7 +847,7 @@ public struct SessionMachine {
                 let d = try DataFrame(decoding: plain)
                 implicitAccept(&l, now: now)
                 guard l.phase == .established else { break }
-                handleData(d, link: &l, now: now)
+                alive = handleData(d, link: &l, now: now)
             case .ack:
                 let a = try AckFrame(decoding: plain)
                 implicitAccept(&l, now: now)
@@ -850,7 +874,7 @@ public struct SessionMachine {
         } catch {
             statistics.malformedDropped += 1
         }
-        if links[l.index] != nil {
+        if hot ? alive : links[l.index] != nil {
             if l.phase == .established { flush(&l, now: now) }
             links[l.index] = l
         }
@@ -864,11 +888,12 @@ public struct SessionMachine {
         if let updated = links[l.index] { l = updated }
     }
 
-    mutating func handleData(_ d: DataFrame, link l: inout Link, now: Instant) {
-        guard let peer = l.peer else { return }
+    /// Returns false when the link was closed (a protocol violation).
+    mutating func handleData(_ d: DataFrame, link l: inout Link, now: Instant) -> Bool {
+        guard let peer = l.peer else { return true }
         switch d.kind {
         case let .unreliable(seq):
-            guard l.channels.unreliableReplay.accept(seq) else { statistics.duplicateDatagramsDropped += 1; return }
+            guard l.channels.unreliableReplay.accept(seq) else { statistics.duplicateDatagramsDropped += 1; return true }
             emit(.received(d.payload, from: peer, mode: .unreliable))
         case let .reliable(seq, index, count):
             switch l.channels.receiver.receive(seq: seq, index: index, count: count, payload: d.payload) {
@@ -884,10 +909,11 @@ public struct SessionMachine {
                 emit(.peerClosed(peer, .protocolViolation))
                 links[l.index] = l
                 removeLink(l.index)
-                return
+                return false
             }
             sendSealed(l.channels.receiver.acknowledgement, type: .ack, link: &l, now: now)
         }
+        return true
     }
 
     mutating func handleClose(_ c: CloseFrame, link l: Link, now: Instant) {

@@ -538,6 +538,7 @@ struct SessionBenchCommand: ParsableCommand {
                 receivedBytes += bytes.count
                 if receivedBytes >= total, phase == 1 {
                     emitLine("reliable_MBps \(fixed(1, Double(receivedBytes) / 1_048_576 / seconds()))")
+                    emitLine("reliable_retransmissions \(a.session.statistics.retransmissions) of \(a.session.statistics.framesSent) frames")
                     loop.schedule(after: .zero) { startUnreliable() }
                 }
             } else if bytes.first == 2 {
