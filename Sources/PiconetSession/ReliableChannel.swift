@@ -77,9 +77,13 @@ public struct ReliableSender: Sendable {
         var count: UInt16
         var payload: [UInt8]
         var firstSent: Instant?
+        /// When this fragment last left (RACK compares it with what arrived).
+        var lastSent: Instant?
         var deadline: Instant?
         var retransmitted = false
         var fastRetransmitted = false
+        /// Declared lost by the acknowledgements (not by the timer): resend without backing off.
+        var lossMarked = false
         var sacked = false
     }
 
@@ -148,14 +152,16 @@ public struct ReliableSender: Sendable {
             if f.sacked { i += 1; continue }
             if let d = f.deadline {
                 if d <= now {
-                    if !f.fastRetransmitted || f.retransmitted { expired = true }
+                    if f.lossMarked { f.lossMarked = false } else { expired = true }
                     f.retransmitted = true
+                    f.lastSent = now
                     retransmissions += 1
                     f.deadline = now + estimator.rto
                     out.append(frame(f))
                 }
             } else {
                 f.firstSent = now
+                f.lastSent = now
                 f.deadline = now + estimator.rto
                 out.append(frame(f))
             }
@@ -195,11 +201,17 @@ public struct ReliableSender: Sendable {
     public mutating func acknowledged(_ ack: AckFrame, now: Instant) -> Bool {
         peerWindow = max(1, Int(ack.window))
         var sample: Duration?
+        // RACK (RFC 8985): the latest send time among fragments this ack newly covers.
+        var delivered: Instant?
+        func covered(_ f: Fragment) {
+            if let t = f.lastSent { delivered = delivered.map { max($0, t) } ?? t }
+        }
         // Cumulative part. An ack beyond what was ever sent is ignored (a buggy or hostile peer).
         let cumulative = min(ack.cumulative, nextSeq)
         while head < fragments.count, fragments[head].seq < cumulative {
             let f = fragments[head]
             if !f.retransmitted, let t = f.firstSent { sample = now - t }
+            if !f.sacked { covered(f) }
             bufferedBytes -= f.payload.count
             head += 1
         }
@@ -214,6 +226,7 @@ public struct ReliableSender: Sendable {
                 let i = head + Int(s - acknowledgedUpTo)
                 if i < fragments.count, !fragments[i].sacked {
                     fragments[i].sacked = true
+                    covered(fragments[i])
                     if !fragments[i].retransmitted, let t = fragments[i].firstSent { sample = now - t }
                 }
                 s += 1
@@ -227,6 +240,21 @@ public struct ReliableSender: Sendable {
             while i < fragments.count, fragments[i].seq + 3 <= top {
                 if !fragments[i].sacked, !fragments[i].fastRetransmitted, fragments[i].firstSent != nil {
                     fragments[i].fastRetransmitted = true
+                    fragments[i].lossMarked = true
+                    fragments[i].deadline = now
+                }
+                i += 1
+            }
+        }
+        // RACK: a fragment sent a reordering window before one that arrived is lost,
+        // including a retransmission lost again (which the three-SACK rule misses).
+        if let latest = delivered {
+            let window = max(.milliseconds(1), (estimator.smoothedRTT ?? .milliseconds(4)) / 4)
+            var i = head
+            while i < fragments.count, let sent = fragments[i].lastSent {
+                if !fragments[i].sacked, sent + window < latest, !fragments[i].lossMarked,
+                   let d = fragments[i].deadline, d > now {
+                    fragments[i].lossMarked = true
                     fragments[i].deadline = now
                 }
                 i += 1
