@@ -37,6 +37,9 @@ final class HubApp {
     let wallOffset: Double
     let inPlace: Bool
     var server: Task<Void, Never>?
+    /// The hub's own LEDs: advertising-blink while no node is connected, solid once one is,
+    /// an activity flash per accepted batch (rate-limited by the light board).
+    let lights: BoardLights?
 
     static let seriesLimit = 600
     static let inviteRetry: Duration = .seconds(5)
@@ -56,6 +59,16 @@ final class HubApp {
                                    retention: RetentionPolicy(rawSamples: .seconds(Int64(settings.retentionDays) * 86_400)))
         wallOffset = WallClock.secondsSinceEpoch() - loop.now.seconds
         inPlace = Console.stdoutIsTerminal && !settings.plain
+        if settings.board != "none" {
+            let catalog = try BoardCatalog(directory: settings.boardsDirectory ?? BoardCatalog.defaultDirectory() ?? "/etc/piconet/boards")
+            guard let profile = catalog.profile(id: settings.board) else {
+                throw HubSettings.Invalid(description: "unknown board '\(settings.board)'; known: \(catalog.profiles.map(\.id).joined(separator: ", "))")
+            }
+            // A hub whose LEDs fail keeps aggregating; the fault is reported once.
+            lights = BoardLights.openOrSimulate(profile: profile, loop: loop, log: { Console.err("piconet-hub: \($0)\n") }).lights
+        } else {
+            lights = nil
+        }
     }
 
     func wall(_ t: Instant) -> Double { t.seconds + wallOffset }
@@ -76,6 +89,7 @@ final class HubApp {
             }
             Console.out("piconet-hub: live page http://\(host):\(port)/  API /api/nodes  metrics /metrics\n")
         }
+        lights?.driver.show(.advertising)
         refreshTimer = loop.scheduleRepeating(every: .seconds(1)) { [unowned self] in self.refresh() }
         try loop.onSignal([.interrupt, .terminate]) { [unowned self] _ in self.shutdown() }
         if settings.duration > 0 {
@@ -92,6 +106,7 @@ final class HubApp {
         refreshTimer?.cancel()
         browser?.stop()
         session.close()
+        lights?.close()
         loop.schedule(after: .milliseconds(50)) { [unowned self] in self.loop.stop() }
     }
 
@@ -139,6 +154,7 @@ final class HubApp {
             if state == .notConnected {
                 loop.schedule(after: .seconds(1)) { [weak self] in self?.inviteIfNeeded(peer) }
             }
+            lights?.driver.show(session.connectedPeers.isEmpty ? .advertising : .paired)
         case .invitationReceived, .unstalled, .connectionRefused, .peerClosed:
             break
         }
@@ -158,6 +174,7 @@ final class HubApp {
         case .accepted:
             if case let .samples(batch) = message {
                 recorder.record(StoredBatch(node: node.rawValue, receivedAt: WallClock.nanosecondsSinceEpoch(), batch: batch))
+                lights?.driver.flashActivity()
             }
         case .summary, .duplicate, .stale:
             break

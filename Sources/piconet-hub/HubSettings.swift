@@ -19,10 +19,12 @@ struct HubSettings {
     var retentionDays = 7
     var duration: Double = 0
     var plain = false
+    var board = "none"
+    var boardsDirectory: String?
 
     static let knownKeys: Set<String> = ["name", "role", "service", "interfaces", "stateDirectory", "identity", "invite",
                                          "allowList", "http", "db", "maxHeartRate", "retentionDays", "encryption",
-                                         "board", "gpioChip"]
+                                         "board", "gpioChip", "boardsDirectory"]
 
     struct Invalid: Error, CustomStringConvertible { var description: String }
 
@@ -74,6 +76,8 @@ struct HubSettings {
         }
         s.duration = c.duration
         s.plain = c.plain
+        s.board = try c.board ?? file?.string("board") ?? "none"
+        s.boardsDirectory = try c.boardsDir ?? file?.string("boardsDirectory")
         return s
     }
 }

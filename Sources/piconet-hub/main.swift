@@ -40,6 +40,10 @@ struct HubCommand: ParsableCommand {
     var maxHeartRate: Double?
     @Option(help: "Days of raw samples to keep.")
     var retentionDays: Int?
+    @Option(help: "Board profile id from Boards/ for the hub's own status LEDs; 'none' for no GPIO.")
+    var board: String?
+    @Option(help: "Directory with board profiles (default: Boards/ next to the binary or /etc/piconet/boards).")
+    var boardsDir: String?
     @Option(help: "Stop after this many seconds (0 = run until SIGINT/SIGTERM).")
     var duration: Double = 0
     @Flag(help: "Plain lines instead of the in-place table, even on a terminal.")

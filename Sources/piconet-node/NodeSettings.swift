@@ -42,7 +42,7 @@ struct NodeSettings {
         s.interfaces = try c.interface.isEmpty ? (file?.strings("interfaces") ?? []) : c.interface
         s.port = try c.port ?? file?.integer("port", in: 0...65535).map { UInt16($0) } ?? 0
         s.board = try c.board ?? file?.string("board") ?? "none"
-        s.boardsDirectory = try c.boardsDirectory ?? file?.string("boardsDirectory")
+        s.boardsDirectory = try c.boardsDir ?? file?.string("boardsDirectory")
         s.duration = c.duration
         s.quiet = c.quiet
         if let hz = try c.motionHz ?? file?.integer("motionHz", in: 1...200).map(Double.init) {

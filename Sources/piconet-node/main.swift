@@ -49,7 +49,7 @@ struct NodeCommand: ParsableCommand {
     @Option(help: "Board profile id from Boards/ (LEDs and button); 'none' for no GPIO.")
     var board: String?
     @Option(help: "Directory with board profiles (default: Boards/ next to the binary or /etc/piconet/boards).")
-    var boardsDirectory: String?
+    var boardsDir: String?
     @Option(help: "Stop after this many seconds (0 = run until SIGINT/SIGTERM).")
     var duration: Double = 0
     @Flag(help: "Print only errors.")
