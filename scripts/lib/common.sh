@@ -12,5 +12,6 @@ PICONET_APT_PACKAGES=(
   iproute2 nftables procps psmisc curl python3 python3-venv
   mtools dosfstools fdisk e2fsprogs jq openssh-server openssh-client shellcheck  # flash-sd, provision, their stage
   gcc libc6-dev            # scripts/bench compiles its C baseline
+  mosquitto libmosquitto-dev libcoap3-dev  # bench.d/80-mqtt, 81-coap: broker and C clients
   chromium sqlite3         # the main-job stage: browser test of the live page, history checks
 )
