@@ -27,33 +27,44 @@ echo pull-up > "$BUTTON"
 
 ip link set lo up; ip link set lo multicast on
 
-# sample SECONDS: the status LED every 50 ms, one digit per sample.
-sample() { n=$(($1 * 20)); s=""; while [ $n -gt 0 ]; do s="$s$(cat "$LED")"; sleep 0.05; n=$((n - 1)); done; echo "$s"; }
-# edges STRING: number of level changes.
-edges() { echo "$1" | fold -w1 | awk 'NR > 1 && $1 != p {c++} {p = $1} END {print c + 0}'; }
+# sample SECONDS: reads the status LED in a tight loop of shell builtins (no fork per
+# sample: in an emulated VM a fork costs more than a blink) for SECONDS of /proc/uptime,
+# and prints "edges-per-second duty-percent samples".
+sample() {
+  read t0 _ < /proc/uptime; t0=${t0%.*}${t0#*.}; end=$((t0 + $1 * 100))
+  n=0; on=0; e=0; prev=""
+  while :; do
+    read now _ < /proc/uptime; now=${now%.*}${now#*.}
+    [ "$now" -ge "$end" ] && break
+    read v < "$LED"; n=$((n + 1)); [ "$v" = 1 ] && on=$((on + 1))
+    [ -n "$prev" ] && [ "$v" != "$prev" ] && e=$((e + 1)); prev=$v
+  done
+  echo "$((e * 100 / $1)) $((on * 100 / (n > 0 ? n : 1))) $n"
+}
 wait_log() { i=0; while [ $i -lt $(($2 * 10)) ]; do grep -q "$1" "$W/node.log" && return 0; sleep 0.1; i=$((i + 1)); done; return 1; }
 
 "$PICONET_BIN_DIR/piconet-node" --name vm-node --interface lo --board sim --boards-dir "$PICONET_ROOT/Boards" \
   --accept ask --identity "$W/node.key" >"$W/node.log" 2>&1 &
 NODE=$!
 sleep 1
-s=$(sample 4); e=$(edges "$s")
-echo "  | advertising: $s"
-[ "$e" -ge 2 ] && [ "$e" -le 6 ] && ok "advertising: slow blink ($e edges in 4 s)" || ko "advertising pattern ($e edges in 4 s)"
+set -- $(sample 6); echo "  | advertising: $(($1 / 100)).$(($1 % 100)) edges/s, on ${2}% of $3 samples"
+# 0.5 s on every 2 s: 1 edge/s, on 25 % of the time.
+[ "$1" -ge 50 ] && [ "$1" -le 200 ] && [ "$2" -ge 12 ] && [ "$2" -le 40 ] \
+  && ok "advertising: slow blink ($1/100 edges/s, on $2%)" || ko "advertising pattern ($1/100 edges/s, on $2%)"
 
 "$PICONET_BIN_DIR/piconet-hub" --interface lo --http off --db off --identity "$W/hub.key" --plain >"$W/hub.log" 2>&1 &
 HUB=$!
 if wait_log "invitation from" 30; then
   ok "the hub's invitation reached the node (consent: ask)"
-  s=$(sample 2); e=$(edges "$s")
-  echo "  | pending: $s"
-  [ "$e" -ge 10 ] && ok "invitation pending: fast blink ($e edges in 2 s)" || ko "pending pattern ($e edges in 2 s)"
+  set -- $(sample 3); echo "  | pending: $(($1 / 100)).$(($1 % 100)) edges/s, on ${2}% of $3 samples"
+  # 125 ms on, 125 ms off: 8 edges/s, on half the time.
+  [ "$1" -ge 400 ] && [ "$2" -ge 30 ] && [ "$2" -le 70 ] \
+    && ok "invitation pending: fast blink ($1/100 edges/s, on $2%)" || ko "pending pattern ($1/100 edges/s, on $2%)"
   echo pull-down > "$BUTTON"; sleep 0.2; echo pull-up > "$BUTTON"
   if wait_log ": connected" 15; then
     ok "a button press accepted the invitation: connected"
-    sleep 0.5; s=$(sample 2)
-    echo "  | paired: $s"
-    [ "$(edges "$s")" = 0 ] && [ "${s#1}" != "$s" ] && ok "paired: status LED solid" || ko "paired pattern ($s)"
+    sleep 0.5; set -- $(sample 2); echo "  | paired: $(($1 / 100)).$(($1 % 100)) edges/s, on ${2}% of $3 samples"
+    [ "$1" = 0 ] && [ "$2" = 100 ] && ok "paired: status LED solid (on 100% of $3 samples)" || ko "paired pattern ($1/100 edges/s, on $2%)"
   else
     ko "no connection after the button press"; tail -n 15 "$W/node.log"
   fi
