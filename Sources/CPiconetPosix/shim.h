@@ -14,11 +14,17 @@
 #include <ifaddrs.h>
 #include <spawn.h>
 #include <unistd.h>
+// Route netlink (interface and address change notifications): not in Glibc's Swift module.
+#include <linux/netlink.h>
+#include <linux/rtnetlink.h>
 
 // GNU extensions Glibc's Swift module hides (it is built without _GNU_SOURCE).
 extern int pipe2(int pipefd[2], int flags);
 extern int accept4(int sockfd, struct sockaddr *addr, socklen_t *addrlen, int flags);
 extern pid_t gettid(void);
+extern int unshare(int flags);
+// CLONE_NEWNET from <sched.h>, hidden the same way.
+static const int piconet_clone_newnet = 0x40000000;
 
 // Socket types and flags as plain ints: Glibc imports them as an enum type whose visibility
 // depends on which other C module claimed <bits/socket_type.h> first (CBlueZ does too).

@@ -658,3 +658,35 @@ extension Sys {
     /// The corresponding C function is `isatty`.
     static func isTerminal(_ fd: CInt) -> Bool { Glibc.isatty(fd) == 1 }
 }
+
+// MARK: route netlink (interface and address change notifications)
+
+extension Sys {
+    /// The corresponding C functions are `socket(AF_NETLINK, SOCK_RAW, NETLINK_ROUTE)` (non-blocking,
+    /// close-on-exec) and `bind` to the multicast `groups` (RTMGRP_* bits), port id chosen by the kernel.
+    static func routeNetlinkSocket(groups: UInt32) throws(IOError) -> CInt {
+        let fd = try socket(domain: AF_NETLINK, type: piconet_sock_raw, protocol: NETLINK_ROUTE)
+        var address = sockaddr_nl()
+        address.nl_family = sa_family_t(AF_NETLINK)
+        address.nl_groups = groups
+        do {
+            try bind(fd, rawAddress: address)
+        } catch {
+            try? close(fd)
+            throw error
+        }
+        return fd
+    }
+
+    /// The corresponding C function is `recv` with MSG_TRUNC: the result is the datagram's real
+    /// length, larger than `buffer.count` when the kernel cut it to fit.
+    static func receiveDatagram(_ fd: CInt, _ buffer: UnsafeMutableRawBufferPointer) throws(IOError) -> IOResult<Int> {
+        try syscall("recv", [Int(fd), buffer.count]) { Glibc.recv(fd, buffer.baseAddress, buffer.count, CInt(MSG_TRUNC)) }
+    }
+
+    /// The corresponding C function is `unshare(CLONE_NEWNET)`: the calling thread (only) moves
+    /// to a new, empty network namespace; children it spawns start there too. Needs CAP_SYS_ADMIN.
+    static func unshareNetworkNamespace() throws(IOError) {
+        _ = try syscallBlocking("unshare", [Int(piconet_clone_newnet)]) { CPiconetPosix.unshare(piconet_clone_newnet) }
+    }
+}

@@ -156,7 +156,11 @@ public final class ServiceAdvertiser {
     private let transport: MDNSTransport
     private var drivers: [MDNSDriver<MDNSResponder>] = []
     private let loop: EpollLoop
+    private var watcher: NetworkChangeWatcher?
     public var onEvent: ((AdvertiserEvent) -> Void)?
+    /// Why the network watcher could not start (addresses are then only refreshed by calling
+    /// `refreshAddresses()`); nil while it runs or before `start()`.
+    public private(set) var networkWatchError: IOError?
 
     public init(loop: EpollLoop, service: ServiceType, name: InstanceName, info: DiscoveryInfo = DiscoveryInfo(),
                 port: UInt16, interfaces: [NetworkInterface], host: HostName? = nil,
@@ -175,10 +179,15 @@ public final class ServiceAdvertiser {
         transport.onDatagram = { [weak self] slot, d in self?.drivers[slot].received(d.bytes, from: d.source) }
     }
 
-    /// Starts probing on every interface.
+    /// Starts probing on every interface, and watching the network (route netlink): when an
+    /// interface or address changes, `refreshAddresses()` runs once per burst of changes.
     public func start() {
         for d in drivers { d.perform { m, now in m.start(at: now) } }
+        startWatching(&watcher, &networkWatchError, loop) { [weak self] in self?.refreshAddresses() }
     }
+
+    /// The network watcher's counters (nil when it is not running).
+    public var networkWatchStatistics: NetworkChangeWatcher.Stats? { watcher?.stats }
 
     /// The name each interface currently advertises, in interface order.
     public var names: [InstanceName] { drivers.map(\.machine.advertisement.name) }
@@ -191,7 +200,12 @@ public final class ServiceAdvertiser {
     }
 
     /// Re-reads interface addresses and re-announces where they changed (RFC 6762 §8.4).
-    /// Call it when the network changes (no netlink watcher yet: see the discovery note).
+    ///
+    /// `start()` calls it on every netlink change. Interfaces are the ones chosen at start, by
+    /// index: one that loses its addresses or disappears sends goodbyes for its address records
+    /// and keeps answering with none; when it gets addresses again under the same index (link
+    /// down/up, address re-added) they are announced. An interface created later, or deleted and
+    /// re-created (a new index), is not picked up: that needs a restart.
     public func refreshAddresses() {
         guard let all = try? NetworkInterfaces.list() else { return }
         for (slot, i) in transport.interfaces.enumerated() {
@@ -204,6 +218,8 @@ public final class ServiceAdvertiser {
 
     /// Sends goodbyes on every interface and closes the socket. Idempotent.
     public func stop() {
+        watcher?.close()
+        watcher = nil
         for d in drivers {
             d.perform { m, now in m.stop(at: now) }
             d.cancel()
@@ -240,10 +256,18 @@ public final class ServiceBrowser {
     /// Per interface slot: instance name → service.
     private var perInterface: [[String: DiscoveredService]]
     private var merged: [String: DiscoveredService] = [:]
+    private let loop: EpollLoop
+    private var watcher: NetworkChangeWatcher?
+    /// Per interface slot: its IPv4 addresses when last looked at (empty = down or gone).
+    private var lastAddresses: [[IPv4Address]]
     public var onEvent: ((DiscoveryEvent) -> Void)?
+    /// Why the network watcher could not start; nil while it runs or before `start()`.
+    public private(set) var networkWatchError: IOError?
 
     public init(loop: EpollLoop, service: ServiceType, interfaces: [NetworkInterface],
                 configuration: MDNSBrowser.Configuration = .init()) throws(DiscoveryRuntimeError) {
+        self.loop = loop
+        lastAddresses = interfaces.map { $0.isUp ? $0.ipv4.map(\.address) : [] }
         transport = try MDNSTransport(loop: loop, interfaces: interfaces)
         perInterface = Array(repeating: [:], count: interfaces.count)
         for slot in interfaces.indices {
@@ -255,8 +279,23 @@ public final class ServiceBrowser {
         transport.onDatagram = { [weak self] slot, d in self?.drivers[slot].received(d.bytes, from: d.source) }
     }
 
+    /// Starts querying, and watching the network: an interface that comes back or changes
+    /// address queries again from the start (`MDNSBrowser.restartQueries`).
     public func start() {
         for d in drivers { d.perform { m, now in m.start(at: now) } }
+        startWatching(&watcher, &networkWatchError, loop) { [weak self] in self?.networkChanged() }
+    }
+
+    /// Re-queries on each chosen interface whose IPv4 addresses changed and that has some now.
+    public func networkChanged() {
+        guard let all = try? NetworkInterfaces.list() else { return }
+        for (slot, i) in transport.interfaces.enumerated() {
+            let current = all.first { $0.index == i.index }
+            let now = current.map { $0.isUp ? $0.ipv4.map(\.address) : [] } ?? []
+            guard now != lastAddresses[slot] else { continue }
+            lastAddresses[slot] = now
+            if !now.isEmpty { drivers[slot].perform { m, t in m.restartQueries(at: t); return [] } }
+        }
     }
 
     /// Services currently found, by name.
@@ -264,6 +303,8 @@ public final class ServiceBrowser {
     public var statistics: [MDNSBrowser.Stats] { drivers.map(\.machine.stats) }
 
     public func stop() {
+        watcher?.close()
+        watcher = nil
         for d in drivers {
             d.perform { m, _ in m.stop(); return [] }
             d.cancel()
@@ -296,6 +337,19 @@ public final class ServiceBrowser {
         case let (o?, n?) where o != n: onEvent?(.updated(n))
         default: break
         }
+    }
+}
+
+/// Starts a network watcher into `watcher` unless one runs; a failure is kept in `error`
+/// (discovery works on without automatic refresh).
+private func startWatching(_ watcher: inout NetworkChangeWatcher?, _ error: inout IOError?, _ loop: EpollLoop,
+                           _ onChange: @escaping () -> Void) {
+    guard watcher == nil else { return }
+    do {
+        watcher = try NetworkChangeWatcher(loop: loop, onChange: onChange)
+        error = nil
+    } catch let e {
+        error = e
     }
 }
 
