@@ -70,15 +70,31 @@ public func shortAuthenticationString(handshakeHash h: [UInt8]) -> String {
 
 /// Trust-on-first-use memory: display name → peer ID. The first peer seen under
 /// a name is remembered; a later peer with the same name but another key is refused.
-/// The runtime loads and saves `entries`.
+/// The runtime loads and saves `entries`. Bounded: names are chosen by peers, so
+/// once `capacity` names are known a new name is refused (and counted) rather
+/// than evicting one already trusted.
 public struct TrustStore: Sendable, Equatable {
     public var entries: [String: PeerID]
-    public init(entries: [String: PeerID] = [:]) { self.entries = entries }
+    /// The most names remembered (the runtime's file holds as many).
+    public var capacity: Int
+    /// New names refused because the store was full.
+    public private(set) var refusedFull = 0
+    public init(entries: [String: PeerID] = [:], capacity: Int = 1024) {
+        self.entries = entries
+        self.capacity = capacity
+    }
 
     /// True when `peer` may use `name`; records it on first use.
     public mutating func admit(_ peer: PeerID, name: String) -> Bool {
         if let known = entries[name] { return known == peer }
+        guard entries.count < capacity else {
+            refusedFull += 1
+            return false
+        }
         entries[name] = peer
         return true
     }
+
+    /// Equal when they trust the same names; the refusal counter is statistics.
+    public static func == (a: TrustStore, b: TrustStore) -> Bool { a.entries == b.entries }
 }

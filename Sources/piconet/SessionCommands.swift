@@ -97,8 +97,10 @@ struct ListenCommand: ParsableCommand {
     var name: String?
     @Option(help: "UDP address to bind, A.B.C.D:PORT (port 0: any).")
     var bind: String = "0.0.0.0:0"
-    @Option(help: "Who may join: all, ask (y/n on stdin), none, or a comma-separated list of peer IDs.")
+    @Option(help: "Who may join: all, tofu (trust on first use), ask (y/n on stdin), none, or a comma-separated list of peer IDs.")
     var accept: String = "all"
+    @Option(help: "With --accept tofu: the file of trusted names and keys (default: trust.json next to the identity key).")
+    var trustStore: String?
     @Flag(help: "One JSON object per line instead of text.")
     var json = false
     @Option(help: "Exit 0 after this many messages (for scripts).")
@@ -112,11 +114,12 @@ struct ListenCommand: ParsableCommand {
         case "all": config.policy = .acceptAll
         case "none": config.policy = .declineAll
         case "ask": config.policy = .ask
+        case "tofu": config.policy = .trustOnFirstUse
         default:
             var ids = Set<PeerID>()
             for part in accept.split(separator: ",") {
                 guard let id = PeerID(hex: String(part)) else {
-                    throw fail("listen", "--accept takes all, none or peer IDs (32 hex digits), got \"\(part)\"", code: 2)
+                    throw fail("listen", "--accept takes all, tofu, ask, none or peer IDs (32 hex digits), got \"\(part)\"", code: 2)
                 }
                 ids.insert(id)
             }
@@ -131,6 +134,20 @@ struct ListenCommand: ParsableCommand {
                                       configuration: config)
         } catch {
             throw fail("listen", "\(error)", code: 1)
+        }
+        // Trust on first use only means something if it outlives the process: load the file now,
+        // save it whenever an invitation admitted a new name (and once more on the way out).
+        var keeper: TrustStoreKeeper?
+        if config.policy == .trustOnFirstUse {
+            let path = trustStore ?? TrustStoreFile.defaultPath(nextTo: common.key ?? SessionIdentityFile.defaultPath)
+            do { keeper = try TrustStoreKeeper(path: path, session: host.session) } catch {
+                throw fail("listen", "\(error)", code: 1)
+            }
+        } else if trustStore != nil {
+            throw fail("listen", "--trust-store only applies with --accept tofu", code: 2)
+        }
+        func saveTrust() {
+            if let failure = keeper?.saveIfChanged() { errorLine("piconet listen: \(failure)") }
         }
         var advertiser: ServiceAdvertiser?
         if let service {
@@ -174,7 +191,8 @@ struct ListenCommand: ParsableCommand {
         if json {
             emitLine("{\"event\":\"listening\",\"address\":\(jsonString(host.localAddress.description)),\"peer\":\"\(identity.peerID)\"}")
         } else {
-            emitLine("listening on \(host.localAddress) as \(identity.peerID) (\(me))")
+            emitLine("listening on \(host.localAddress) as \(identity.peerID) (\(me))"
+                     + (keeper.map { ", trusting \($0.count) known names from \($0.path)" } ?? ""))
         }
         host.session.onEvent = { event in
             switch event {
@@ -201,6 +219,7 @@ struct ListenCommand: ParsableCommand {
                     emitLine("? invitation from \(r.displayName) (\(r.peer)), code \(r.verificationCode), context \"\(context)\": accept? [y/n]")
                 }
             case let .invitationFinished(id, outcome):
+                saveTrust()
                 questions.removeAll { $0.id == id }
                 if json { emitLine("{\"event\":\"invitation\",\"outcome\":\(jsonString(outcome.description))}") } else { emitLine("# invitation \(outcome)") }
             case let .connectionRefused(address, reason):
@@ -217,6 +236,7 @@ struct ListenCommand: ParsableCommand {
             throw fail("listen", "\(error)", code: 1)
         }
         advertiser?.stop()
+        saveTrust()
         let st = host.session.statistics
         errorLine("piconet listen: \(received) messages; frames \(st.framesReceived) in, \(st.framesSent) out; dropped: "
                   + "\(st.authenticationFailures) failed authentication, \(st.replaysDropped) replays, "
@@ -289,6 +309,8 @@ struct SendCommand: ParsableCommand {
         var peer: PeerID?
         var result: Int32 = 1
         var browser: ServiceBrowser?
+        var invited = false
+        var seen: [String] = [] // other instance names of the service, for the "not found" message (bounded)
 
         func body(_ i: Int) -> [UInt8] {
             if let text { return Array((total == 1 ? text : "\(text) \(i)").utf8) }
@@ -322,6 +344,7 @@ struct SendCommand: ParsableCommand {
             finishIfDone()
         }
         func invite(_ a: EndpointAddress) {
+            invited = true
             do { try session.invite(a, context: Array("piconet send".utf8), timeout: .seconds(Int64(timeout))) } catch {
                 errorLine("piconet send: \(error)")
                 loop.stop()
@@ -353,7 +376,11 @@ struct SendCommand: ParsableCommand {
                 invite(try UDPSessionHost.parseAddress(address))
             } else if let service, let to {
                 browser = try Discovery.browse(on: loop, serviceType: service, interfaces: common.interface) { event in
-                    guard peer == nil, case let .found(s) = event, s.name == to else { return }
+                    guard peer == nil, case let .found(s) = event else { return }
+                    guard s.name == to else {
+                        if seen.count < 8, !seen.contains(s.name) { seen.append(s.name) }
+                        return
+                    }
                     for case let .v4(h) in s.addresses {
                         invite(.ipv4(host: h, port: s.port))
                         return
@@ -363,7 +390,13 @@ struct SendCommand: ParsableCommand {
             // Acknowledgements arrive as datagrams; check completion on a short cadence.
             let check = loop.scheduleRepeating(every: .milliseconds(20)) { finishIfDone() }
             loop.schedule(after: .seconds(Int64(timeout))) {
-                errorLine("piconet send: timed out after \(timeout) s (\(sent) of \(total) sent)")
+                if !invited, let service, let to {
+                    let on = common.interface.isEmpty ? "" : " on \(common.interface.joined(separator: ", "))"
+                    errorLine("piconet send: no \"\(service)\" service named \"\(to)\" found\(on) within \(timeout) s"
+                              + (seen.isEmpty ? " (none seen)" : " (seen: \(seen.joined(separator: ", ")))"))
+                } else {
+                    errorLine("piconet send: timed out after \(timeout) s (\(sent) of \(total) sent)")
+                }
                 loop.stop()
             }
             try loop.onSignal([.interrupt, .terminate]) { _ in loop.stop() }
