@@ -29,6 +29,11 @@ final class HubApp {
     var discovered: [PeerID: DiscoveredService] = [:]
     var invitations: [PeerID: InvitationID] = [:]
     var retryAt: [PeerID: Instant] = [:]
+    /// `--invite ask`: nodes a person said yes / no to, and the questions waiting, oldest first.
+    var approved: Set<PeerID> = []
+    var refused: Set<PeerID> = []
+    var questions: [PeerID] = []
+    var answers: LineInput?
     var names: [PeerID: String] = [:]
     /// Per node, 1 Hz points for the live page; bounded to `seriesLimit`.
     var series: [PeerID: [SeriesPoint]] = [:]
@@ -58,7 +63,7 @@ final class HubApp {
         recorder = HistoryRecorder(path: settings.databasePath,
                                    retention: RetentionPolicy(rawSamples: .seconds(Int64(settings.retentionDays) * 86_400)))
         wallOffset = WallClock.secondsSinceEpoch() - loop.now.seconds
-        inPlace = Console.stdoutIsTerminal && !settings.plain
+        inPlace = Console.stdoutIsTerminal && !settings.plain && !settings.askBeforeInviting
         if settings.board != "none" {
             let catalog = try BoardCatalog(directory: settings.boardsDirectory ?? BoardCatalog.defaultDirectory() ?? "/etc/piconet/boards")
             guard let profile = catalog.profile(id: settings.board) else {
@@ -88,6 +93,15 @@ final class HubApp {
                 }
             }
             Console.out("piconet-hub: live page http://\(host):\(port)/  API /api/nodes  metrics /metrics\n")
+        }
+        if settings.askBeforeInviting {
+            let input = try LineInput(loop: loop)
+            input.onLine = { [unowned self] line in self.answer(line) }
+            input.onEnd = { [unowned self] in
+                Console.err("piconet-hub: standard input closed: no more invitations will be asked for\n")
+                self.questions.removeAll()
+            }
+            answers = input
         }
         lights?.driver.show(.advertising)
         refreshTimer = loop.scheduleRepeating(every: .seconds(1)) { [unowned self] in self.refresh() }
@@ -127,6 +141,13 @@ final class HubApp {
     func inviteIfNeeded(_ peer: PeerID) {
         guard let s = discovered[peer], invitations[peer] == nil, session.state(of: peer) == .notConnected else { return }
         if let allow = settings.allowList, !allow.contains(peer) { return }
+        if settings.askBeforeInviting && !approved.contains(peer) {
+            if !refused.contains(peer) && !questions.contains(peer) && answers != nil {
+                questions.append(peer)
+                if questions.count == 1 { ask() }
+            }
+            return
+        }
         if let t = retryAt[peer], loop.now < t { return }
         guard let v4 = s.addresses.compactMap({ a -> UInt32? in if case let .v4(h) = a { return h }; return nil }).first else { return }
         do {
@@ -134,6 +155,26 @@ final class HubApp {
         } catch {
             Console.err("piconet-hub: cannot invite \(s.name): \(error)\n")
         }
+    }
+
+    /// Prints the oldest waiting question.
+    func ask() {
+        guard let peer = questions.first else { return }
+        let name = discovered[peer]?.name ?? peer.description
+        Console.out("piconet-hub: invite node '\(name)' (\(peer))? [y/n] ")
+    }
+
+    func answer(_ line: String) {
+        guard !questions.isEmpty else { return }
+        let peer = questions.removeFirst()
+        if line.first == "y" || line.first == "Y" {
+            approved.insert(peer)
+            inviteIfNeeded(peer)
+        } else {
+            refused.insert(peer)
+            Console.out("piconet-hub: not inviting \(discovered[peer]?.name ?? peer.description)\n")
+        }
+        ask()
     }
 
     // MARK: session

@@ -11,6 +11,8 @@ struct HubSettings {
     var identityPath: String
     /// nil = invite every node found.
     var allowList: Set<PeerID>?
+    /// Ask on the terminal before inviting a node (`--invite ask`).
+    var askBeforeInviting = false
     var encryption: EncryptionPreference = .required
     var httpHost: String? = "127.0.0.1"
     var httpPort = 8080
@@ -37,11 +39,13 @@ struct HubSettings {
         s.service = try c.service ?? file?.string("service") ?? s.service
         s.interfaces = try c.interface.isEmpty ? (file?.strings("interfaces") ?? []) : c.interface
         let inviteText = try c.invite ?? file?.string("invite") ?? ((try file?.strings("allowList")).map { $0.joined(separator: ",") }) ?? "auto"
-        if inviteText != "auto" {
+        if inviteText == "ask" {
+            s.askBeforeInviting = true
+        } else if inviteText != "auto" {
             var ids = Set<PeerID>()
             for part in inviteText.split(separator: ",") {
                 guard let id = PeerID(hex: String(part)) else {
-                    throw Invalid(description: "--invite takes auto or comma-separated node peer IDs (32 hex digits); '\(part)' is neither")
+                    throw Invalid(description: "--invite takes auto, ask or comma-separated node peer IDs (32 hex digits); '\(part)' is none of these")
                 }
                 ids.insert(id)
             }
