@@ -18,6 +18,8 @@ final class NodeApp {
     let identity: PeerIdentity
     let endpoint: UDPEndpoint
     let session: PeerSession
+    /// The trust-on-first-use file, with `--accept tofu` only.
+    let trust: TrustStoreKeeper?
     var advertiser: ServiceAdvertiser?
     let lights: BoardLights?
     var wearable: SimulatedWearable
@@ -41,6 +43,7 @@ final class NodeApp {
         config.encryption = settings.encryption
         session = PeerSession(identity: identity, configuration: config, endpoint: endpoint, loop: loop,
                               seed: settings.seed ^ 0x9E37_79B9)
+        trust = settings.policy == .trustOnFirstUse ? try TrustStoreKeeper(path: settings.trustStorePath, session: session) : nil
         wearable = SimulatedWearable(seed: settings.seed, start: loop.now, configuration: {
             var c = SimulatedWearable.Configuration()
             c.profile = settings.profile
@@ -57,7 +60,8 @@ final class NodeApp {
         } else {
             lights = nil
         }
-        log("identity \(identity.peerID) (\(settings.identityPath)), policy \(settings.policyText)")
+        log("identity \(identity.peerID) (\(settings.identityPath)), policy \(settings.policyText)"
+            + (trust.map { ", \($0.count) trusted hubs in \($0.path)" } ?? ""))
     }
 
     func log(_ line: String) {
@@ -104,6 +108,8 @@ final class NodeApp {
             log("invitation from \(request.displayName) (\(request.peer)), code \(request.verificationCode): press the button to accept, hold to decline")
         case let .invitationFinished(_, outcome):
             log("invitation: \(outcome)")
+            // A hub admitted on first use stays trusted after a restart only once it is on disk.
+            if let failure = trust?.saveIfChanged() { Console.err("piconet-node: \(failure)\n") }
         case let .peerStateChanged(peer, state):
             log("peer \(peer): \(state)")
             switch state {

@@ -10,6 +10,8 @@ struct NodeSettings {
     var interfaces: [String] = []
     var port: UInt16 = 0
     var identityPath: String
+    /// Where trust-on-first-use remembers hubs (used only with `policy == .trustOnFirstUse`).
+    var trustStorePath = ""
     var policy: InvitationPolicy = .trustOnFirstUse
     var policyText = "tofu"
     var encryption: EncryptionPreference = .required
@@ -21,7 +23,7 @@ struct NodeSettings {
     var duration: Double = 0
     var quiet = false
 
-    static let knownKeys: Set<String> = ["name", "role", "service", "board", "interfaces", "stateDirectory", "identity",
+    static let knownKeys: Set<String> = ["name", "role", "service", "board", "interfaces", "stateDirectory", "identity", "trustStore",
                                          "accept", "allowList", "profile", "seed", "motionHz", "port", "encryption",
                                          "boardsDirectory", "gpioChip"]
 
@@ -38,6 +40,7 @@ struct NodeSettings {
             identityPath: try c.identity ?? file?.string("identity") ?? stateDirectory + "/identity.key",
             seed: try c.seed ?? file?.integer("seed", in: 0...Int64.max).map { UInt64($0) } ?? UInt64(WallClock.nanosecondsSinceEpoch() & 0xFFFF_FFFF))
         if let v = try file?.string("role"), v != "node" { throw Invalid(description: "\(c.config ?? ""): role is '\(v)', this is piconet-node") }
+        s.trustStorePath = try c.trustStore ?? file?.string("trustStore") ?? TrustStoreFile.defaultPath(nextTo: s.identityPath)
         s.service = try c.service ?? file?.string("service") ?? s.service
         s.interfaces = try c.interface.isEmpty ? (file?.strings("interfaces") ?? []) : c.interface
         s.port = try c.port ?? file?.integer("port", in: 0...65535).map { UInt16($0) } ?? 0

@@ -21,7 +21,7 @@ struct NodeCommand: ParsableCommand {
           piconet-node --name wearable-1 --interface lo --accept all --identity /tmp/node1.key
 
         Config file keys (JSON object): name, role, service, board, interfaces, stateDirectory,
-        identity, accept, allowList, profile, seed, motionHz, port, encryption, boardsDirectory, gpioChip.
+        identity, trustStore, accept, allowList, profile, seed, motionHz, port, encryption, boardsDirectory, gpioChip.
         """)
 
     @Option(help: "JSON config file (e.g. /etc/piconet/node.json).")
@@ -36,6 +36,8 @@ struct NodeCommand: ParsableCommand {
     var port: UInt16?
     @Option(help: "Identity key file (created with mode 0600 on first run).")
     var identity: String?
+    @Option(help: "With --accept tofu: file of trusted hub names and keys, kept across restarts (default: trust.json next to the identity key).")
+    var trustStore: String?
     @Option(help: "Consent policy: all, tofu, ask (button), or a comma-separated list of hub peer IDs.")
     var accept: String?
     @Option(help: "Encryption preference: required, optional or none.")
