@@ -38,6 +38,11 @@ final class HubApp {
     /// Per node, 1 Hz points for the live page; bounded to `seriesLimit`.
     var series: [PeerID: [SeriesPoint]] = [:]
     var rejected: UInt64 = 0
+    /// `--latency-report`: per-batch delay from the node making it to the aggregate taking it,
+    /// in µs; bounded (the newest are dropped beyond the cap, and counted).
+    var latencies: [Int64] = []
+    var latenciesDropped = 0
+    static let latencyCap = 1_000_000
     var ticks = 0
     let wallOffset: Double
     let inPlace: Bool
@@ -113,6 +118,7 @@ final class HubApp {
         server?.cancel()
         feed.finishAll()
         if let e = recorder.flush() { Console.err("piconet-hub: history not saved on exit: \(e)\n") }
+        if let path = settings.latencyReport { writeLatencyReport(path) }
         recorder.store?.close()
     }
 
@@ -214,6 +220,10 @@ final class HubApp {
         switch aggregator.received(message, from: node, at: now) {
         case .accepted:
             if case let .samples(batch) = message {
+                if settings.latencyReport != nil {
+                    // Same host, same CLOCK_MONOTONIC: the node's sentAt is comparable with our now.
+                    if latencies.count < Self.latencyCap { latencies.append((now - batch.sentAt).nanoseconds / 1000) } else { latenciesDropped += 1 }
+                }
                 recorder.record(StoredBatch(node: node.rawValue, receivedAt: WallClock.nanosecondsSinceEpoch(), batch: batch))
                 lights?.driver.flashActivity()
             }
@@ -222,6 +232,14 @@ final class HubApp {
         case .malformed, .rateLimited, .refused:
             rejected += 1
         }
+    }
+
+    /// "count N\np50_us X\np99_us Y\nmax_us Z\ndropped D\n" — read by scripts/bench.d/66-e2e-latency.
+    func writeLatencyReport(_ path: String) {
+        let sorted = latencies.sorted()
+        func pct(_ p: Double) -> Int64 { sorted.isEmpty ? 0 : sorted[min(sorted.count - 1, Int(Double(sorted.count - 1) * p))] }
+        let text = "count \(sorted.count)\np50_us \(pct(0.5))\np99_us \(pct(0.99))\nmax_us \(sorted.last ?? 0)\ndropped \(latenciesDropped)\n"
+        do { try SecretFile.write(path, Array(text.utf8)) } catch { Console.err("piconet-hub: latency report: \(error)\n") }
     }
 
     // MARK: once a second

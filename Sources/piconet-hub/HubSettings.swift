@@ -23,6 +23,8 @@ struct HubSettings {
     var plain = false
     var board = "none"
     var boardsDirectory: String?
+    /// Where to write end-to-end latency percentiles on exit (benchmarks), or nil.
+    var latencyReport: String?
 
     static let knownKeys: Set<String> = ["name", "role", "service", "interfaces", "stateDirectory", "identity", "invite",
                                          "allowList", "http", "db", "maxHeartRate", "retentionDays", "encryption",
@@ -80,6 +82,7 @@ struct HubSettings {
         }
         s.duration = c.duration
         s.plain = c.plain
+        s.latencyReport = c.latencyReport
         s.board = try c.board ?? file?.string("board") ?? "none"
         s.boardsDirectory = try c.boardsDir ?? file?.string("boardsDirectory")
         return s

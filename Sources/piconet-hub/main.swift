@@ -44,6 +44,9 @@ struct HubCommand: ParsableCommand {
     var board: String?
     @Option(help: "Directory with board profiles (default: Boards/ next to the binary or /etc/piconet/boards).")
     var boardsDir: String?
+    @Option(help: ArgumentHelp("Write end-to-end latency (node batch made → aggregated) percentiles to this file on exit.",
+                               discussion: "Meaningful when hub and nodes share one machine's monotonic clock (benchmarks)."))
+    var latencyReport: String?
     @Option(help: "Stop after this many seconds (0 = run until SIGINT/SIGTERM).")
     var duration: Double = 0
     @Flag(help: "Plain lines instead of the in-place table, even on a terminal.")
