@@ -431,6 +431,29 @@ private func monotonicNanoseconds() -> Int64 {
     return Int64(ts.tv_sec) * 1_000_000_000 + Int64(ts.tv_nsec)
 }
 
+/// Emits `NAME_p50_us` and `NAME_p99_us` of nanosecond samples (nothing when there are none).
+private func emitPercentiles(_ name: String, _ samples: [Int64]) {
+    let s = samples.sorted()
+    guard !s.isEmpty else { return }
+    emitLine("\(name)_p50_us \(fixed(1, Double(s[s.count / 2]) / 1000))")
+    emitLine("\(name)_p99_us \(fixed(1, Double(s[min(s.count - 1, s.count * 99 / 100)]) / 1000))")
+}
+
+/// A `count`-byte message: byte 0 tags the phase, bytes 1...8 carry the monotonic send time.
+private func stampedMessage(tag: UInt8, count: Int) -> [UInt8] {
+    var m = [UInt8](repeating: tag, count: count)
+    let t = monotonicNanoseconds()
+    for i in 0..<8 { m[1 + i] = UInt8(truncatingIfNeeded: t >> (8 * Int64(i))) }
+    return m
+}
+
+/// Nanoseconds since the send time a `stampedMessage` carries.
+private func ageOfStamp(_ bytes: [UInt8]) -> Int64 {
+    var t: Int64 = 0
+    for i in 0..<8 { t |= Int64(bytes[1 + i]) << (8 * Int64(i)) }
+    return monotonicNanoseconds() - t
+}
+
 /// `piconet session-bench`: two sessions in one process over 127.0.0.1 UDP, one
 /// epoll loop. Prints `name value` lines for scripts/bench.d/40-session.
 struct SessionBenchCommand: ParsableCommand {
@@ -443,12 +466,21 @@ struct SessionBenchCommand: ParsableCommand {
     var handshakes: Int = 200
     @Option(help: "MiB to send reliably (as 1 MiB messages).")
     var mebibytes: Int = 32
-    @Option(help: "Unreliable 100-byte messages to send as fast as possible.")
+    @Option(help: "Unreliable --payload-byte messages to send as fast as possible.")
     var unreliable: Int = 50_000
-    @Option(help: "Unreliable 100-byte messages, 1 ms apart, for one-way latency.")
+    @Option(help: "Unreliable --payload-byte messages, 1 ms apart, for one-way latency.")
     var latency: Int = 2_000
+    @Option(help: "Short reliable --payload-byte messages: msg/s until all are acknowledged, then --latency of them 1 ms apart for one-way latency (0: skip).")
+    var reliableShort: Int = 0
+    @Option(help: "Bytes per unreliable, latency and short reliable message (9 ... 1024: byte 0 tags the phase, 1...8 carry the send time).")
+    var payload: Int = 100
 
     func run() throws {
+        // 9: the phase tag and the 8-byte send time; 1024 stays well inside one datagram.
+        guard (9...1024).contains(payload) else {
+            throw fail("session-bench", "--payload must be 9 ... 1024 bytes, got \(payload)", code: 2)
+        }
+        guard reliableShort >= 0 else { throw fail("session-bench", "--reliable-short must be 0 or more", code: 2) }
         let loop: EpollLoop
         let a: UDPSessionHost, b: UDPSessionHost
         var config = SessionConfiguration(policy: .acceptAll)
@@ -477,6 +509,8 @@ struct SessionBenchCommand: ParsableCommand {
         let total = mebibytes << 20
         let chunk = [UInt8](repeating: 0x5A, count: 1 << 20)
         var sentBytes = 0
+        // Which pump `.unstalled` resumes: the 1 MiB reliable phase, then the short reliable one.
+        var onUnstalled: () -> Void = {}
         func seconds() -> Double { Double(monotonicNanoseconds() - start) / 1e9 }
         func nextHandshake() {
             do { try a.session.invite(b.localAddress) } catch { errorLine("invite: \(error)"); loop.stop() }
@@ -496,7 +530,7 @@ struct SessionBenchCommand: ParsableCommand {
             start = monotonicNanoseconds()
             var sent = 0
             func burst() {
-                let payload = [UInt8](repeating: 2, count: 100) // byte 0 tags the phase
+                let payload = [UInt8](repeating: 2, count: self.payload) // byte 0 tags the phase
                 // Small paced bursts: one loop both sends and receives, so a flood would only
                 // measure the receive socket buffer overflowing.
                 for _ in 0..<32 where sent < unreliable {
@@ -519,18 +553,68 @@ struct SessionBenchCommand: ParsableCommand {
             phase = 3
             var sent = 0
             func one() {
-                var payload = [UInt8](repeating: 3, count: 100)
-                let t = monotonicNanoseconds()
-                for i in 0..<8 { payload[1 + i] = UInt8(truncatingIfNeeded: t >> (8 * Int64(i))) }
-                _ = try? a.session.send(payload, to: [bPeer], mode: .unreliable)
+                _ = try? a.session.send(stampedMessage(tag: 3, count: payload), to: [bPeer], mode: .unreliable)
                 sent += 1
                 if sent < latency { loop.schedule(after: .milliseconds(1)) { one() } } else {
                     loop.schedule(after: .milliseconds(100)) {
-                        let s = latencies.sorted()
-                        if !s.isEmpty {
-                            emitLine("latency_p50_us \(fixed(1, Double(s[s.count / 2]) / 1000))")
-                            emitLine("latency_p99_us \(fixed(1, Double(s[min(s.count - 1, s.count * 99 / 100)]) / 1000))")
-                        }
+                        emitPercentiles("latency", latencies)
+                        if reliableShort > 0 { startReliableShort() } else { loop.stop() }
+                    }
+                }
+            }
+            one()
+        }
+        var shortRetransmissionsBefore = 0
+        func startReliableShort() {
+            phase = 4
+            receivedCount = 0
+            shortRetransmissionsBefore = a.session.statistics.retransmissions
+            var sent = 0
+            let body = [UInt8](repeating: 4, count: payload)
+            func pump() {
+                while sent < reliableShort {
+                    do {
+                        let status = try a.session.send(body, to: [bPeer], mode: .reliable)
+                        sent += 1
+                        if status == .stalled { return } // resumed by .unstalled
+                    } catch SessionError.stalled {
+                        return
+                    } catch {
+                        errorLine("reliable-short send: \(error)")
+                        loop.stop()
+                        return
+                    }
+                }
+            }
+            onUnstalled = pump
+            start = monotonicNanoseconds()
+            pump()
+        }
+        /// Once every short message arrived: the rate counts only when the sender also saw every ack.
+        func awaitShortAcknowledged() {
+            guard a.session.unacknowledgedFragments(to: bPeer) == 0 else {
+                loop.schedule(after: .microseconds(100)) { awaitShortAcknowledged() }
+                return
+            }
+            let elapsed = Double(monotonicNanoseconds() - start) / 1e9
+            emitLine("reliable_short_acknowledged_per_s \(fixed(0, Double(reliableShort) / elapsed))")
+            emitLine("reliable_short_retransmissions \(a.session.statistics.retransmissions - shortRetransmissionsBefore)")
+            startReliableLatency()
+        }
+        var reliableLatencies: [Int64] = []
+        func startReliableLatency() {
+            phase = 5
+            var sent = 0
+            func one() {
+                do { try a.session.send(stampedMessage(tag: 5, count: payload), to: [bPeer], mode: .reliable) } catch {
+                    sendFailures += 1
+                }
+                sent += 1
+                if sent < latency { loop.schedule(after: .milliseconds(1)) { one() } } else {
+                    // Reliable: leave room for a retransmission (minimum RTO 200 ms) to land.
+                    loop.schedule(after: .milliseconds(500)) {
+                        emitPercentiles("reliable_short", reliableLatencies)
+                        emitLine("reliable_short_latency_received \(reliableLatencies.count) of \(latency)")
                         loop.stop()
                     }
                 }
@@ -555,19 +639,25 @@ struct SessionBenchCommand: ParsableCommand {
                     }
                 } else if phase == 1 {
                     start = monotonicNanoseconds()
+                    onUnstalled = pumpReliable
                     pumpReliable()
                 }
             case let .invitationFinished(_, outcome):
                 errorLine("invitation \(outcome)")
                 loop.stop()
             case .unstalled:
-                pumpReliable()
+                onUnstalled()
             default: break
             }
         }
         b.session.onEvent = { e in
             guard case let .received(bytes, _, mode) = e else { return }
-            if mode == .reliable {
+            if mode == .reliable, phase == 4, bytes.first == 4 {
+                receivedCount += 1
+                if receivedCount == reliableShort { awaitShortAcknowledged() }
+            } else if mode == .reliable, phase == 5, bytes.first == 5, bytes.count >= 9 {
+                reliableLatencies.append(ageOfStamp(bytes))
+            } else if mode == .reliable {
                 receivedBytes += bytes.count
                 if receivedBytes >= total, phase == 1 {
                     emitLine("reliable_MBps \(fixed(1, Double(receivedBytes) / 1_048_576 / seconds()))")
@@ -578,9 +668,7 @@ struct SessionBenchCommand: ParsableCommand {
                 receivedCount += 1
                 lastArrival = monotonicNanoseconds()
             } else if bytes.first == 3, bytes.count >= 9 {
-                var t: Int64 = 0
-                for i in 0..<8 { t |= Int64(bytes[1 + i]) << (8 * Int64(i)) }
-                latencies.append(monotonicNanoseconds() - t)
+                latencies.append(ageOfStamp(bytes))
             }
         }
         start = monotonicNanoseconds()
