@@ -95,7 +95,7 @@ private struct Observed: Sendable {
     private static func ip(_ args: [String]) -> String? {
         guard let tool = ipTool else { return "no ip tool" }
         do {
-            let child = try ChildProcess.spawn(tool, ["ip"] + args)
+            let child = try ChildProcess.spawn(tool, args)
             let exit = try child.wait()
             return exit == .exited(0) ? nil : "ip \(args.joined(separator: " ")): \(exit)"
         } catch {
@@ -110,8 +110,11 @@ private struct Observed: Sendable {
         let thread = try EpollLoop.startThread { loop in
             func fail(_ why: String) {
                 observed.withLock { $0.failures.append(why) }
-                loop.stop()
+                // Through a timer: `run()` clears a stop requested before it starts.
+                loop.schedule(after: .zero) { loop.stop() }
             }
+            // Safety net so a missing notification fails the test instead of hanging it.
+            loop.schedule(after: .seconds(10)) { fail("no change reported within 10 s") }
             // This loop thread alone moves into a fresh namespace: the machine's interfaces are
             // untouched, and the namespace disappears when the thread ends.
             do { try NetworkNamespace.enterNewOnThisThread() } catch { return fail("unshare: \(error)") }
@@ -141,8 +144,6 @@ private struct Observed: Sendable {
             for a in ["10.99.0.1/8", "10.99.0.2/8", "10.99.0.3/8"] {
                 if let e = Self.ip(["addr", "add", a, "dev", "lo"]) { return fail(e) }
             }
-            // Safety net so a missing notification fails the test instead of hanging it.
-            loop.schedule(after: .seconds(10)) { fail("no change reported within 10 s") }
         }
         thread.join()
         let o = observed.withLock { $0 }
