@@ -11,11 +11,14 @@
 #                                          `/usr/local/bin/piconet-<role> --config /etc/piconet/<role>.json`
 #                                          as user piconet (groups gpio, bluetooth), Restart=on-failure
 #   /var/lib/piconet                       the service's state (identity keys), 0750 piconet:piconet
-# Config JSON (schema 1):
-#   {"schema":1, "name":NAME, "role":"node"|"hub", "service":"hr-sensor", "board":ID,
-#    "boardProfile":"/etc/piconet/board.json", "gpioChip":LABEL|null,
-#    "interfaces":{"wifi":"wlan0"|null, "bluetooth":"hci0"|null},
-#    "stateDirectory":"/var/lib/piconet", "allowList":[KEY]   (only with --hub-key)}
+# Config JSON: only keys piconet-node and piconet-hub accept (they refuse unknown keys, so no
+# "schema" key; stage 50-flash-provision starts the real node on a provisioned config):
+#   {"name":NAME, "role":"node"|"hub", "service":"hr-sensor", "board":ID,
+#    "gpioChip":LABEL|null, "interfaces":[IFACE]  (the discovery interface, wlan0 by default),
+#    "stateDirectory":"/var/lib/piconet", "boardsDirectory":"/etc/piconet/boards",
+#    "allowList":[PEER_ID]   (only with --hub-key: 32 hex digits, as piconet-hub prints it)}
+# With scripts/provision --prefix P, stateDirectory and boardsDirectory start with P, so the
+# binary started from the prefix keeps its identity and finds its board there.
 
 PICONET_SERVICE_TYPE=hr-sensor
 PICONET_USER=piconet
@@ -99,22 +102,26 @@ check_name() {
   return 1
 }
 check_key() {
-  [[ "$1" =~ ^[A-Za-z0-9+/=_:-]{16,128}$ ]] && return 0
-  warn "hub key must be 16-128 characters of base64/hex (A-Z a-z 0-9 + / = _ : -)"
+  [[ "$1" =~ ^[0-9a-fA-F]{32}$ ]] && return 0
+  warn "hub key must be the hub's peer ID: 32 hex digits, as piconet-hub prints it at start (got '$1')"
   return 1
 }
 
-# render_config ROLE NAME BOARD_FILE [HUB_KEY] [WIFI_IFACE]: the config JSON on stdout.
+# render_config ROLE NAME BOARD_FILE [HUB_KEY] [IFACE] [PREFIX]: the config JSON on stdout.
+# IFACE "" leaves "interfaces" out (the binary then uses every up multicast interface).
 render_config() {
-  local role=$1 name=$2 board=$3 key=${4:-} wifi=${5-wlan0}
+  local role=$1 name=$2 board=$3 key=${4:-} iface=${5-wlan0} prefix=${6:-}
   jq -n --arg role "$role" --arg name "$name" --arg service "$PICONET_SERVICE_TYPE" \
-        --arg key "$key" --arg wifi "$wifi" --slurpfile b "$board" '
-    {schema: 1, name: $name, role: $role, service: $service, board: $b[0].id,
-     boardProfile: "/etc/piconet/board.json", gpioChip: $b[0].gpioChip,
-     interfaces: {wifi: (if $wifi == "" then null else $wifi end), bluetooth: $b[0].bluetoothAdapter},
-     stateDirectory: "/var/lib/piconet"}
-    + (if $key == "" then {} else {allowList: [$key]} end)'
+        --arg key "$key" --arg iface "$iface" --arg p "$prefix" --slurpfile b "$board" '
+    {name: $name, role: $role, service: $service, board: $b[0].id, gpioChip: $b[0].gpioChip,
+     stateDirectory: ($p + "/var/lib/piconet"), boardsDirectory: ($p + "/etc/piconet/boards")}
+    + (if $iface == "" then {} else {interfaces: [$iface]} end)
+    + (if $key == "" then {} else {allowList: [($key | ascii_downcase)]} end)'
 }
+
+# start_command ROLE [PREFIX]: the command line that runs the binary on its config: the unit's
+# ExecStart, and what scripts/provision --no-systemd starts (with PICONET_BOARDS as the unit sets).
+start_command() { printf '%s/usr/local/bin/piconet-%s --config %s/etc/piconet/%s.json' "${2:-}" "$1" "${2:-}" "$1"; }
 
 # render_unit ROLE BOARD_FILE: the systemd service on stdout.
 render_unit() {
@@ -144,7 +151,7 @@ PrivateTmp=yes
 StateDirectory=piconet
 StateDirectoryMode=0750
 Environment=PICONET_BOARDS=/etc/piconet/boards
-ExecStart=/usr/local/bin/piconet-$role --config /etc/piconet/$role.json
+ExecStart=$(start_command "$role")
 Restart=on-failure
 RestartSec=2
 
@@ -219,14 +226,15 @@ check_pubkey() {
     || { warn "SSH key $f: not an OpenSSH public key line (ssh-ed25519 AAAA...)"; return 1; }
 }
 
-# stage_board_files DIR ROLE NAME BOARD_FILE BINARY [HUB_KEY] [WIFI_IFACE]: lays out, under
-# DIR, the files both scripts install, with their final modes. Prints nothing.
+# stage_board_files DIR ROLE NAME BOARD_FILE BINARY [HUB_KEY] [WIFI_IFACE] [PREFIX]: lays out,
+# under DIR, the files both scripts install, with their final modes (the config's paths under
+# PREFIX, the unit's never: systemd does not look in a prefix). Prints nothing.
 stage_board_files() {
-  local dir=$1 role=$2 name=$3 board=$4 bin=$5 key=${6:-} wifi=${7-wlan0} id
+  local dir=$1 role=$2 name=$3 board=$4 bin=$5 key=${6:-} wifi=${7-wlan0} prefix=${8:-} id
   id=$(jq -r .id "$board")
   install -d -m 0755 "$dir/usr/local/bin" "$dir/etc/piconet/boards" "$dir/etc/systemd/system"
   install -m 0755 "$bin" "$dir/usr/local/bin/piconet-$role"
-  render_config "$role" "$name" "$board" "$key" "$wifi" >"$dir/etc/piconet/$role.json"
+  render_config "$role" "$name" "$board" "$key" "$wifi" "$prefix" >"$dir/etc/piconet/$role.json"
   install -m 0644 "$board" "$dir/etc/piconet/board.json"
   install -m 0644 "$board" "$dir/etc/piconet/boards/$id.json"
   render_unit "$role" "$board" >"$dir/etc/systemd/system/piconet-$role.service"
