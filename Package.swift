@@ -60,8 +60,8 @@ let package = Package(
         .executableTarget(name: "piconet-loop-probe", dependencies: ["PiconetPosix"], swiftSettings: swift6),
         // Bench helper: L2CAP sink/source/echo/ping through L2CAPChannel for scripts/bench.d/70-l2cap (in the VM).
         .executableTarget(name: "piconet-l2cap-probe", dependencies: ["PiconetPosix"], swiftSettings: swift6),
-        // VM stage helper: a Piconet session (invitation, Noise, reliable + unreliable) over one L2CAP channel.
-        .executableTarget(name: "piconet-l2cap-session", dependencies: ["PiconetPosix", "PiconetSession"], swiftSettings: swift6),
+        // VM stage helper: a Piconet session (invitation, Noise, reliable + unreliable) over L2CAP (BluetoothSessionHost).
+        .executableTarget(name: "piconet-l2cap-session", dependencies: ["PiconetRuntime"], swiftSettings: swift6),
         // LED patterns and button logic (pure state machines), carried out by PiconetLights.
         .target(name: "PiconetIndicators", dependencies: ["PiconetLoop"], swiftSettings: swift6),
         .target(name: "PiconetLights", dependencies: ["PiconetLoop", "PiconetIndicators", "CGPIOD"], swiftSettings: swift6),

@@ -13,12 +13,15 @@ public struct BluetoothAdvertisement: Equatable, Sendable {
     public var psm: UInt16
     public var flags: PiconetServiceData.Flags
     public var name: String
+    /// The first two bytes of this node's peer ID (see `PiconetServiceData.peerTag`), so a
+    /// browser can tell that this advertisement and a Wi-Fi one come from one peer.
+    public var peerTag: UInt16?
 
     /// LE credit-based PSMs Piconet uses: the dynamic range 0x0080–0x00FF.
     public static let lePSMRange: ClosedRange<UInt16> = 0x0080...0x00FF
 
     public init(service: ServiceType, psm: UInt16, name: String,
-                flags: PiconetServiceData.Flags = [.acceptsInvitations]) throws(DiscoveryError) {
+                flags: PiconetServiceData.Flags = [.acceptsInvitations], peerTag: UInt16? = nil) throws(DiscoveryError) {
         if flags.contains(.psmIsBREDR) {
             guard psm >= 0x1001, psm & 1 == 1 else {
                 throw .invalidInfo(key: "psm", rule: "a BR/EDR PSM is odd and at least 0x1001 (4097), got \(psm)")
@@ -32,10 +35,11 @@ public struct BluetoothAdvertisement: Equatable, Sendable {
         self.psm = psm
         self.flags = flags
         self.name = name
+        self.peerTag = peerTag
     }
 
     public var serviceData: PiconetServiceData {
-        PiconetServiceData(serviceHash: PiconetServiceData.serviceHash(service.name), psm: psm, flags: flags)
+        PiconetServiceData(serviceHash: PiconetServiceData.serviceHash(service.name), psm: psm, flags: flags, peerTag: peerTag)
     }
 
     /// Flags + service data: what goes in the advertisement itself.
@@ -72,6 +76,8 @@ public struct BluetoothPeer: Equatable, Sendable, CustomStringConvertible {
     public var serviceHash: UInt32
     public var psm: UInt16
     public var flags: PiconetServiceData.Flags
+    /// The first two bytes of the peer's ID, when it advertises them.
+    public var peerTag: UInt16?
     /// From the scan response; nil until one arrived.
     public var name: String?
     /// The advertiser had to cut its name to fit (AD type 0x08).
@@ -79,6 +85,22 @@ public struct BluetoothPeer: Equatable, Sendable, CustomStringConvertible {
     public var rssi: Int8?
     public var firstSeen: Instant
     public var lastSeen: Instant
+
+    public init(address: [UInt8], addressType: BluetoothAddressType, serviceHash: UInt32, psm: UInt16,
+                flags: PiconetServiceData.Flags, peerTag: UInt16? = nil, name: String?, nameIsShortened: Bool = false,
+                rssi: Int8?, firstSeen: Instant, lastSeen: Instant) {
+        self.address = address
+        self.addressType = addressType
+        self.serviceHash = serviceHash
+        self.psm = psm
+        self.flags = flags
+        self.peerTag = peerTag
+        self.name = name
+        self.nameIsShortened = nameIsShortened
+        self.rssi = rssi
+        self.firstSeen = firstSeen
+        self.lastSeen = lastSeen
+    }
 
     /// Where to connect: the L2CAP channel the peer advertised.
     public var endpoint: EndpointAddress {
@@ -193,16 +215,17 @@ public struct BluetoothBrowser {
             }
             let peer = BluetoothPeer(address: report.address, addressType: report.addressType,
                                      serviceHash: service.serviceHash, psm: service.psm, flags: service.flags,
-                                     name: name?.name, nameIsShortened: name?.isShortened ?? false,
+                                     peerTag: service.peerTag, name: name?.name, nameIsShortened: name?.isShortened ?? false,
                                      rssi: report.rssi, firstSeen: now, lastSeen: now)
             table[key] = peer
             return [.found(peer)]
         }
         peer.lastSeen = now
         var changed = updateRSSI(&peer, report.rssi)
-        if peer.psm != service.psm || peer.flags != service.flags {
+        if peer.psm != service.psm || peer.flags != service.flags || peer.peerTag != service.peerTag {
             peer.psm = service.psm
             peer.flags = service.flags
+            peer.peerTag = service.peerTag
             changed = true
         }
         if mergeName(&peer, name) { changed = true }

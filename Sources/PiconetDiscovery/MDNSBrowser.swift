@@ -12,6 +12,15 @@ public struct DiscoveredService: Equatable, Sendable, CustomStringConvertible {
     public var port: UInt16
     public var addresses: [IPAddress]
 
+    public init(name: String, service: ServiceType, info: DiscoveryInfo, host: String, port: UInt16, addresses: [IPAddress]) {
+        self.name = name
+        self.service = service
+        self.info = info
+        self.host = host
+        self.port = port
+        self.addresses = addresses
+    }
+
     public var description: String {
         "\(name) (\(service)) at \(host):\(port) \(addresses.map(\.description).joined(separator: ",")) [\(info)]"
     }

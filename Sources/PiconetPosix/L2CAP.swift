@@ -431,6 +431,11 @@ public final class L2CAPListener {
         }
     }
 
+    /// The security level asked of incoming links (BT_SECURITY read back from the listening socket).
+    public func securityLevel() throws(IOError) -> UInt8 {
+        try Sys.getSocketOption(socket.rawValue, SOL_BLUETOOTH, BT_SECURITY, initial: bt_security()).level
+    }
+
     /// Stops listening. Accepted channels are not affected.
     public func close() {
         guard !socket.isClosed else { return }

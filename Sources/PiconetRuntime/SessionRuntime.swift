@@ -69,17 +69,28 @@ public final class UDPSessionHost {
     /// session's datagrams stay at 1472 bytes (Ethernet MTU) whatever the socket allows.
     public init(loop: EpollLoop, bind address: EndpointAddress, identity: PeerIdentity,
                 configuration: SessionConfiguration) throws(SessionRuntimeError) {
+        endpoint = try Self.openSocket(loop: loop, bind: address)
+        session = PeerSession(identity: identity, configuration: configuration, endpoint: endpoint, loop: loop,
+                              seed: Self.randomSeed())
+    }
+
+    /// A UDP socket for sessions at `address`, with 1 MiB buffers each way.
+    public static func openSocket(loop: EpollLoop, bind address: EndpointAddress) throws(SessionRuntimeError) -> UDPEndpoint {
         do {
             var options = UDPEndpoint.Options()
             options.receiveBufferSize = 1 << 20
             options.sendBufferSize = 1 << 20
-            endpoint = try UDPEndpoint(loop: loop, bindTo: address, options: options)
+            return try UDPEndpoint(loop: loop, bindTo: address, options: options)
         } catch {
             throw .socket(address: address.description, reason: "\(error)")
         }
+    }
+
+    /// Nonzero random bits for a session's link indices.
+    public static func randomSeed() -> UInt64 {
         var seed: UInt64 = 0
         while seed == 0 { seed = UInt64.random(in: .min ... .max) }
-        session = PeerSession(identity: identity, configuration: configuration, endpoint: endpoint, loop: loop, seed: seed)
+        return seed
     }
 
     public var localAddress: EndpointAddress { endpoint.localAddress }

@@ -107,18 +107,25 @@ public struct LEAdvertisingData: WireCodable, Equatable, Sendable {
     }
 }
 
-/// The payload of Piconet's service data structure (after the 128-bit UUID): 8 bytes.
+/// The payload of Piconet's service data structure (after the 128-bit UUID): 8 or 10 bytes.
 ///
-///     version(1) serviceHash(4, LE) psm(2, LE) flags(1)
+///     version(1) serviceHash(4, LE) psm(2, LE) flags(1) [peerTag(2, LE) when flags has .hasPeerTag]
 ///
+/// The peer tag is the first two bytes of the advertiser's peer ID (the `peer` value of its
+/// Wi-Fi discovery info, SHA-256 of its public key): the room left in a legacy advertisement
+/// (Flags 3 + service data 28 = 31 of 31 bytes) has space for no more. A browser uses it to
+/// recognise one peer seen over Wi-Fi and Bluetooth (`PeerDirectory`); 16 bits can collide
+/// (about 1 in 65,536 per pair of nodes of one service type in range), which only merges two
+/// routes in a listing: the Noise handshake still proves who answers.
 /// A version this build does not know throws `.unsupportedVersion`, so a future format is
-/// ignored rather than misread.
+/// ignored rather than misread; bytes after the known fields are ignored (room to grow).
 public struct PiconetServiceData: WireCodable, Equatable, Sendable {
     /// The Piconet service UUID 8a3c1f2e-5b6d-4e70-9c21-70696e657400 in on-air
     /// (little-endian) byte order; its last six bytes are "pinet\0" in ASCII, easy to spot in btmon.
     public static let serviceUUID: [UInt8] = [0x00, 0x74, 0x65, 0x6E, 0x69, 0x70, 0x21, 0x9C,
                                               0x70, 0x4E, 0x6D, 0x5B, 0x2E, 0x1F, 0x3C, 0x8A]
     public static let currentVersion: UInt8 = 1
+    /// Bytes without the optional peer tag.
     public static let length = 8
 
     /// What the advertiser offers, one bit each.
@@ -131,18 +138,26 @@ public struct PiconetServiceData: WireCodable, Equatable, Sendable {
         public static let psmIsBREDR = Flags(rawValue: 1 << 1)
         /// The node also advertises over Wi-Fi (mDNS): a browser may merge the two routes.
         public static let alsoOnWiFi = Flags(rawValue: 1 << 2)
+        /// A 2-byte peer tag follows the flags. Set by the encoder from `peerTag`, never by hand.
+        public static let hasPeerTag = Flags(rawValue: 1 << 3)
     }
 
     public var version: UInt8
     public var serviceHash: UInt32
     public var psm: UInt16
+    /// Flags as advertised, without `.hasPeerTag` (that one follows `peerTag`).
     public var flags: Flags
+    /// The first two bytes of the advertiser's peer ID, big-endian as printed (`1a2b` of
+    /// `1a2b…`), or nil when it advertises none.
+    public var peerTag: UInt16?
 
-    public init(serviceHash: UInt32, psm: UInt16, flags: Flags = [], version: UInt8 = PiconetServiceData.currentVersion) {
+    public init(serviceHash: UInt32, psm: UInt16, flags: Flags = [], peerTag: UInt16? = nil,
+                version: UInt8 = PiconetServiceData.currentVersion) {
         self.version = version
         self.serviceHash = serviceHash
         self.psm = psm
-        self.flags = flags
+        self.flags = flags.subtracting(.hasPeerTag)
+        self.peerTag = peerTag
     }
 
     public init(parsing r: inout ByteReader) throws(WireError) {
@@ -151,17 +166,39 @@ public struct PiconetServiceData: WireCodable, Equatable, Sendable {
         guard version == Self.currentVersion else { throw .unsupportedVersion(version) }
         serviceHash = try r.readUInt32()
         psm = try r.readUInt16()
-        flags = Flags(rawValue: try r.readUInt8())
+        let raw = Flags(rawValue: try r.readUInt8())
+        flags = raw.subtracting(.hasPeerTag)
+        peerTag = try raw.contains(.hasPeerTag) ? r.readUInt16() : nil
     }
 
     public func encode(into w: inout ByteWriter) {
         w.writeUInt8(version)
         w.writeUInt32(serviceHash)
         w.writeUInt16(psm)
-        w.writeUInt8(flags.rawValue)
+        w.writeUInt8(peerTag == nil ? flags.rawValue : flags.union(.hasPeerTag).rawValue)
+        if let peerTag { w.writeUInt16(peerTag) }
     }
 
-    public var encodedLength: Int { Self.length }
+    public var encodedLength: Int { Self.length + (peerTag == nil ? 0 : 2) }
+
+    /// The peer tag of a peer ID printed as hex (its first four hex digits); nil if `hex` does
+    /// not start with four hex digits.
+    public static func peerTag(peerIDHex hex: String) -> UInt16? {
+        let digits = Array(hex.utf8.prefix(4))
+        guard digits.count == 4 else { return nil }
+        var v: UInt16 = 0
+        for c in digits {
+            let n: UInt8
+            switch c {
+            case UInt8(ascii: "0")...UInt8(ascii: "9"): n = c - UInt8(ascii: "0")
+            case UInt8(ascii: "a")...UInt8(ascii: "f"): n = c - UInt8(ascii: "a") + 10
+            case UInt8(ascii: "A")...UInt8(ascii: "F"): n = c - UInt8(ascii: "A") + 10
+            default: return nil
+            }
+            v = v << 4 | UInt16(n)
+        }
+        return v
+    }
 
     /// The 32-bit FNV-1a hash of a service type's name (its UTF-8 bytes, e.g. "hr-sensor").
     ///
@@ -180,7 +217,8 @@ public struct PiconetServiceData: WireCodable, Equatable, Sendable {
     /// bearer (bits 1 and 2). Scanners that honour it will not try BR/EDR paging for us.
     public static let leFlags: UInt8 = 0x06
 
-    /// The advertising data for this payload: Flags + 128-bit-UUID service data (29 bytes).
+    /// The advertising data for this payload: Flags + 128-bit-UUID service data (29 bytes,
+    /// 31 with a peer tag: a full legacy advertisement).
     public var advertisingData: LEAdvertisingData {
         LEAdvertisingData([
             AdvertisingStructure(type: AdvertisingStructure.flags, data: [Self.leFlags]),

@@ -50,8 +50,13 @@ private func makeLoop(_ command: String) throws -> EpollLoop {
 struct AdvertiseCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "advertise",
-        abstract: "Advertise a service over mDNS/DNS-SD until Ctrl-C, then send goodbyes.",
-        discussion: "Example: piconet advertise --service hr-sensor --name \"node A\" --info bpm=72 --port 5000 --interface lo")
+        abstract: "Advertise a service over mDNS/DNS-SD (or Bluetooth LE) until Ctrl-C, then send goodbyes.",
+        discussion: """
+            Example: piconet advertise --service hr-sensor --name "node A" --info bpm=72 --port 5000 --interface lo
+            Bluetooth: piconet advertise --transport bluetooth --adapter hci0 --service hr-sensor --name "node A" --psm 129
+            (LE advertising through the kernel's management API: needs root or CAP_NET_ADMIN). With --info peer=ID
+            the first 4 hex digits of ID go in the LE advertisement, so browsers can merge the Wi-Fi and Bluetooth routes.
+            """)
 
     @Option(help: "Service type (RFC 6335: 1-15 of a-z 0-9 -), e.g. hr-sensor for _hr-sensor._udp.")
     var service: String?
@@ -67,11 +72,17 @@ struct AdvertiseCommand: ParsableCommand {
     var host: String?
     @Option(help: "TTL in seconds of SRV/A records: how long a browser keeps us after a crash (default 120).")
     var ttl: String?
+    @Option(help: "Bluetooth: the LE L2CAP PSM to advertise, 128-255 (default 129).")
+    var psm: String?
+    @OptionGroup var radio: TransportOptions
 
     func run() throws {
         let cmd = "advertise"
+        let transport = try radio.choice(cmd)
         guard let service else { throw usageFailure(cmd, "missing --service TYPE (e.g. --service hr-sensor)") }
         guard let name else { throw usageFailure(cmd, "missing --name NAME (the instance's display name)") }
+        let lePSM = try parseLEPSM(psm ?? "129", command: cmd)
+        if psm != nil, !transport.usesBluetooth { throw usageFailure(cmd, "--psm needs --transport bluetooth or any") }
         let port = try parseNumber(port, "--port", command: cmd, range: UInt16(0)...UInt16.max) ?? 0
         let ttl = try parseNumber(ttl, "--ttl", command: cmd, range: UInt32(1)...UInt32(86_400)) ?? MDNS.hostRecordTTL
         var pairs: [(String, String?)] = []
@@ -88,22 +99,48 @@ struct AdvertiseCommand: ParsableCommand {
         } catch {
             throw usageFailure(cmd, error.description)
         }
-        let interfaces: [NetworkInterface]
-        do { interfaces = try DiscoveryInterfaces.resolve(interface) } catch { throw usageFailure(cmd, error.description) }
+        var interfaces: [NetworkInterface] = []
+        if transport.usesWiFi {
+            do { interfaces = try DiscoveryInterfaces.resolve(interface) } catch { throw usageFailure(cmd, error.description) }
+        }
+        let adapter = transport.usesBluetooth ? try radio.resolveAdapter(cmd) : nil
 
         let loop = try makeLoop(cmd)
         var config = MDNSResponder.Configuration()
         config.hostRecordTTL = ttl
-        let advertiser: ServiceAdvertiser
+        var wifi: ServiceAdvertiser?
+        var le: BluetoothAdvertiser?
+        var failed = false
         do {
-            advertiser = try ServiceAdvertiser(loop: loop, service: try ServiceType(service), name: try InstanceName(name),
-                                               info: try DiscoveryInfo(pairs), port: port, interfaces: interfaces,
-                                               host: hostName, configuration: config)
+            if transport.usesWiFi {
+                wifi = try ServiceAdvertiser(loop: loop, service: try ServiceType(service), name: try InstanceName(name),
+                                             info: try DiscoveryInfo(pairs), port: port, interfaces: interfaces,
+                                             host: hostName, configuration: config)
+            }
+            if let adapter {
+                let tag = try DiscoveryInfo(pairs).string("peer").flatMap { PiconetServiceData.peerTag(peerIDHex: $0) }
+                let ad = try BluetoothAdvertisement(service: try ServiceType(service), psm: lePSM, name: name,
+                                                    flags: transport == .any ? [.acceptsInvitations, .alsoOnWiFi] : [.acceptsInvitations],
+                                                    peerTag: tag)
+                le = try BluetoothAdvertiser(loop: loop, adapter: adapter, advertisement: ad)
+            }
         } catch {
+            wifi?.stop()
             writeLine("piconet advertise: \(error)", to: 2)
             throw ExitCode(1)
         }
-        advertiser.onEvent = { e in
+        le?.onEvent = { e in
+            switch e {
+            case let .advertising(a, psm):
+                writeLine("advertising \"\(name)\" as \(service) over Bluetooth LE on \(a) (\(adapter?.address.description ?? "?")) psm \(psm)")
+            case let .failed(why):
+                writeLine("piconet advertise: \(why)", to: 2)
+                failed = true
+                wifi?.stop()
+                loop.stop()
+            }
+        }
+        wifi?.onEvent = { e in
             switch e {
             case let .established(n, i): writeLine("advertising \"\(n)\" as _\(service)._udp.local. port \(port) on \(i)")
             case let .renamed(f, t, i): writeLine("name conflict on \(i): \"\(f)\" is taken, now \"\(t)\"")
@@ -113,27 +150,35 @@ struct AdvertiseCommand: ParsableCommand {
         }
         do {
             try loop.onSignal([.interrupt, .terminate]) { _ in
-                advertiser.stop()  // goodbyes go out now, before the loop ends
-                loop.stop()
+                wifi?.stop()  // goodbyes go out now, before the loop ends
+                // The LE instance outlives our socket: remove it, then end.
+                if let le { le.stop { loop.stop() } } else { loop.stop() }
             }
         } catch {
             writeLine("piconet advertise: cannot handle signals: \(error)", to: 2)
             throw ExitCode(1)
         }
-        advertiser.start()
+        wifi?.start()
+        le?.start()
         do { try loop.run() } catch {
             writeLine("piconet advertise: event loop failed: \(error)", to: 2)
             throw ExitCode(1)
         }
-        writeLine("stopped; goodbyes sent")
+        if failed { throw ExitCode(1) }
+        writeLine(transport == .bluetooth ? "stopped; advertising removed" : "stopped; goodbyes sent")
     }
 }
 
 struct BrowseCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "browse",
-        abstract: "Browse for a service type over mDNS/DNS-SD and print found / updated / lost events.",
-        discussion: "Example: piconet browse --service hr-sensor --interface lo --json --timeout 10")
+        abstract: "Browse for a service type over mDNS/DNS-SD (or Bluetooth LE) and print found / updated / lost events.",
+        discussion: """
+            Example: piconet browse --service hr-sensor --interface lo --json --timeout 10
+            Bluetooth: piconet browse --transport bluetooth --adapter hci1 --service hr-sensor (LE scanning through the
+            kernel's management API: needs root or CAP_NET_ADMIN). --transport any browses both and shows a peer seen
+            over both as one peer with two routes.
+            """)
 
     @Option(help: "Service type to browse for, e.g. hr-sensor.")
     var service: String?
@@ -143,13 +188,24 @@ struct BrowseCommand: ParsableCommand {
     var json = false
     @Option(help: "Interface to use (repeatable); default: every up, multicast, non-loopback interface.")
     var interface: [String] = []
+    @Option(help: "Bluetooth: seconds without an advertisement before a peer is lost (default 12).")
+    var lostAfter: String?
+    @OptionGroup var radio: TransportOptions
 
     func run() throws {
         let cmd = "browse"
+        let transport = try radio.choice(cmd)
         guard let service else { throw usageFailure(cmd, "missing --service TYPE (e.g. --service hr-sensor)") }
         let seconds = try parseNumber(timeout, "--timeout", command: cmd, range: 0...UInt32(31_536_000))
+        let silence = try parseNumber(lostAfter, "--lost-after", command: cmd, range: 1...UInt32(3600))
         do { _ = try ServiceType(service) } catch { throw usageFailure(cmd, error.description) }
-        do { _ = try DiscoveryInterfaces.resolve(interface) } catch { throw usageFailure(cmd, error.description) }
+        if transport.usesWiFi {
+            do { _ = try DiscoveryInterfaces.resolve(interface) } catch { throw usageFailure(cmd, error.description) }
+        }
+        if transport.usesBluetooth {
+            try browsePeers(cmd, transport: transport, service: service, seconds: seconds, silence: silence)
+            return
+        }
 
         let loop = try makeLoop(cmd)
         let json = json
@@ -179,6 +235,57 @@ struct BrowseCommand: ParsableCommand {
         }
         do { try loop.run() } catch {
             writeLine("piconet browse: event loop failed: \(error)", to: 2)
+            throw ExitCode(1)
+        }
+    }
+
+    /// `--transport bluetooth|any`: peers with routes (PeerBrowser), same found / updated / lost shape.
+    func browsePeers(_ cmd: String, transport: TransportChoice, service: String, seconds: UInt32?, silence: UInt32?) throws {
+        let adapter = try radio.resolveAdapter(cmd)
+        let loop = try makeLoop(cmd)
+        let json = json
+        let peers: PeerBrowser
+        var failure: String?
+        do {
+            let type = try ServiceType(service)
+            var config = BluetoothBrowser.Configuration()
+            if let silence { config.lossTimeout = .seconds(Int64(silence)) }
+            let scanner = try BluetoothScanner(loop: loop, adapter: adapter, service: type, configuration: config)
+            let wifi = transport.usesWiFi
+                ? try ServiceBrowser(loop: loop, service: type, interfaces: try DiscoveryInterfaces.resolve(interface)) : nil
+            peers = PeerBrowser(service: type, wifi: wifi, bluetooth: scanner)
+            scanner.onFailure = { e in
+                failure = e.description
+                peers.stop()
+                loop.stop()
+            }
+        } catch {
+            writeLine("piconet browse: \(error)", to: 2)
+            throw ExitCode(1)
+        }
+        peers.onEvent = { a in writeLine(json ? PeerLines.json(a) : PeerLines.text(a)) }
+        do {
+            try loop.onSignal([.interrupt, .terminate]) { _ in
+                peers.stop()
+                loop.stop()
+            }
+        } catch {
+            writeLine("piconet browse: cannot handle signals: \(error)", to: 2)
+            throw ExitCode(1)
+        }
+        if let seconds {
+            loop.schedule(after: .seconds(Int64(seconds))) {
+                peers.stop()
+                loop.stop()
+            }
+        }
+        peers.start()
+        do { try loop.run() } catch {
+            writeLine("piconet browse: event loop failed: \(error)", to: 2)
+            throw ExitCode(1)
+        }
+        if let failure {
+            writeLine("piconet browse: \(failure)", to: 2)
             throw ExitCode(1)
         }
     }

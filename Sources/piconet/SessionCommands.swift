@@ -89,7 +89,11 @@ struct ListenCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "listen",
         abstract: "Answer invitations and print every message received, until Ctrl-C.",
-        discussion: "Example: piconet listen --service hr-sensor --name node-a --accept all --interface wlan0 --json")
+        discussion: """
+            Example: piconet listen --service hr-sensor --name node-a --accept all --interface wlan0 --json
+            Bluetooth: piconet listen --transport bluetooth --adapter hci0 --psm 129 --service hr-sensor --name node-a
+            (L2CAP LE channels on the PSM, advertised over LE; --accept none refuses channels at the link).
+            """)
 
     @Option(help: "Service type to advertise over mDNS (omit to only listen on --bind).")
     var service: String?
@@ -105,10 +109,19 @@ struct ListenCommand: ParsableCommand {
     var json = false
     @Option(help: "Exit 0 after this many messages (for scripts).")
     var exitAfter: Int?
+    @Option(help: "Bluetooth: the LE L2CAP PSM to accept channels on, 128-255 (default 129).")
+    var psm: String?
+    @Option(help: "Bluetooth: link security asked of incoming channels: low, medium, high or fips (BT_SECURITY).")
+    var security: String = "low"
     @OptionGroup var common: SessionCommonOptions
+    @OptionGroup var radio: TransportOptions
 
     func run() throws {
         let me = name ?? localHostName()
+        let transport = try radio.choice("listen")
+        let linkSecurity = try parseSecurity(security, command: "listen")
+        let lePSM = try parseLEPSM(psm ?? "129", command: "listen")
+        let adapter = transport.usesBluetooth ? try radio.resolveAdapter("listen") : nil
         var config = SessionConfiguration(encryption: try common.preference("listen"))
         switch accept {
         case "all": config.policy = .acceptAll
@@ -127,11 +140,19 @@ struct ListenCommand: ParsableCommand {
         }
         let identity = try common.identity("listen", name: me)
         let loop: EpollLoop
-        let host: UDPSessionHost
+        let host: ListenHost
         do {
             loop = try EpollLoop()
-            host = try UDPSessionHost(loop: loop, bind: try UDPSessionHost.parseAddress(bind), identity: identity,
-                                      configuration: config)
+            if let adapter {
+                var bt = L2CAPDatagramEndpoint.Configuration()
+                bt.options.security = linkSecurity
+                host = .bluetooth(try BluetoothSessionHost(
+                    loop: loop, adapter: adapter, listenPSM: lePSM, identity: identity, configuration: config,
+                    bluetoothConfiguration: bt, udpBind: transport == .any ? try UDPSessionHost.parseAddress(bind) : nil))
+            } else {
+                host = .udp(try UDPSessionHost(loop: loop, bind: try UDPSessionHost.parseAddress(bind), identity: identity,
+                                               configuration: config))
+            }
         } catch {
             throw fail("listen", "\(error)", code: 1)
         }
@@ -149,17 +170,44 @@ struct ListenCommand: ParsableCommand {
         func saveTrust() {
             if let failure = keeper?.saveIfChanged() { errorLine("piconet listen: \(failure)") }
         }
+        let json = self.json
         var advertiser: ServiceAdvertiser?
+        var leAdvertiser: BluetoothAdvertiser?
+        var exitCode: Int32 = 0
         if let service {
             do {
-                advertiser = try Discovery.advertise(on: loop, serviceType: service, instanceName: me,
-                                                     info: [("peer", identity.peerID.description)],
-                                                     port: host.localAddress.port, interfaces: common.interface)
+                if let port = host.udpPort {
+                    advertiser = try Discovery.advertise(on: loop, serviceType: service, instanceName: me,
+                                                         info: [("peer", identity.peerID.description)],
+                                                         port: port, interfaces: common.interface)
+                }
+                if let adapter {
+                    let id = identity.peerID.bytes
+                    let ad = try BluetoothAdvertisement(
+                        service: try ServiceType(service), psm: lePSM, name: me,
+                        flags: config.policy == .declineAll ? [] : (transport == .any ? [.acceptsInvitations, .alsoOnWiFi] : [.acceptsInvitations]),
+                        peerTag: UInt16(id[0]) << 8 | UInt16(id[1]))
+                    let le = try BluetoothAdvertiser(loop: loop, adapter: adapter, advertisement: ad)
+                    le.onEvent = { e in
+                        guard case let .failed(why) = e else { return }
+                        errorLine("piconet listen: \(why)")
+                        exitCode = 1
+                        loop.stop()
+                    }
+                    le.start()
+                    leAdvertiser = le
+                }
             } catch {
+                advertiser?.stop()
                 throw fail("listen", "\(error)", code: 1)
             }
         }
-        let json = self.json
+        if case let .bluetooth(h) = host {
+            // BT_DEFER_SETUP: the link-level part of consent. Everything finer needs the peer's
+            // identity, which only the invitation (inside the channel) carries.
+            if config.policy == .declineAll { h.bluetooth.admit = { _ in false } }
+            h.bluetooth.onChannelEvent = { e in emitLine(channelLine(e, json: json)) }
+        }
         let limit = exitAfter
         var received = 0
         // --accept ask: questions on stdout, answers (y/n lines) on stdin, oldest question first.
@@ -188,13 +236,20 @@ struct ListenCommand: ParsableCommand {
             }
             if stdinRegistration == nil { errorLine("piconet listen: stdin cannot be watched; invitations will time out") }
         }
-        if json {
-            emitLine("{\"event\":\"listening\",\"address\":\(jsonString(host.localAddress.description)),\"peer\":\"\(identity.peerID)\"}")
+        let securityNote: String
+        if case let .bluetooth(h) = host {
+            securityNote = ", security \(securityName(linkSecurity.rawValue)) (read back: \(securityName(h.bluetooth.listenerSecurityLevel())))"
         } else {
-            emitLine("listening on \(host.localAddress) as \(identity.peerID) (\(me))"
+            securityNote = ""
+        }
+        if json {
+            emitLine("{\"event\":\"listening\",\"address\":\(jsonString(host.addressText)),\"peer\":\"\(identity.peerID)\"}")
+        } else {
+            emitLine("listening on \(host.addressText) as \(identity.peerID) (\(me))\(securityNote)"
                      + (keeper.map { ", trusting \($0.count) known names from \($0.path)" } ?? ""))
         }
-        host.session.onEvent = { event in
+        let session = host.session
+        session.onEvent = { event in
             switch event {
             case let .received(bytes, peer, mode):
                 received += 1
@@ -236,12 +291,71 @@ struct ListenCommand: ParsableCommand {
             throw fail("listen", "\(error)", code: 1)
         }
         advertiser?.stop()
+        if let leAdvertiser, leAdvertiser.isAdvertising {
+            // The LE instance outlives our socket: remove it (bounded at 2 s) before leaving.
+            leAdvertiser.stop { loop.stop() }
+            try? loop.run()
+        }
         saveTrust()
         let st = host.session.statistics
         errorLine("piconet listen: \(received) messages; frames \(st.framesReceived) in, \(st.framesSent) out; dropped: "
                   + "\(st.authenticationFailures) failed authentication, \(st.replaysDropped) replays, "
                   + "\(st.duplicateFragments) duplicate fragments, \(st.malformedDropped) malformed, \(st.unknownLinkDropped) unknown link")
         host.close()
+        if exitCode != 0 { throw ExitCode(exitCode) }
+    }
+}
+
+/// The session host `listen` runs: UDP (`--transport wifi`) or Bluetooth (with UDP beside it for `any`).
+enum ListenHost {
+    case udp(UDPSessionHost)
+    case bluetooth(BluetoothSessionHost)
+
+    var session: PeerSession {
+        switch self {
+        case let .udp(h): return h.session
+        case let .bluetooth(h): return h.session
+        }
+    }
+
+    /// The UDP port to advertise over mDNS, when there is UDP.
+    var udpPort: UInt16? {
+        switch self {
+        case let .udp(h): return h.localAddress.port
+        case let .bluetooth(h): return h.udp?.localAddress.port
+        }
+    }
+
+    var addressText: String {
+        switch self {
+        case let .udp(h): return h.localAddress.description
+        case let .bluetooth(h): return (h.udp.map { "\($0.localAddress) and " } ?? "") + h.bluetoothAddress.description
+        }
+    }
+
+    func close() {
+        switch self {
+        case let .udp(h): h.close()
+        case let .bluetooth(h): h.close()
+        }
+    }
+}
+
+/// One line per L2CAP channel event: `# bluetooth channel ...` or a JSON object.
+func channelLine(_ e: L2CAPDatagramEndpoint.ChannelEvent, json: Bool) -> String {
+    switch e {
+    case let .opened(a, incoming, send, receive, security):
+        return json
+            ? "{\"event\":\"channel\",\"state\":\"opened\",\"address\":\(jsonString(a.description)),\"incoming\":\(incoming),\"sendMTU\":\(send),\"receiveMTU\":\(receive),\"security\":\"\(securityName(security))\"}"
+            : "# bluetooth channel \(incoming ? "from" : "to") \(a) opened: MTU \(send) out / \(receive) in, security \(securityName(security))"
+    case let .closed(a, error):
+        return json
+            ? "{\"event\":\"channel\",\"state\":\"closed\",\"address\":\(jsonString(a.description)),\"error\":\(error.map { jsonString($0.description) } ?? "null")}"
+            : "# bluetooth channel \(a) closed: \(error.map(\.description) ?? "orderly")"
+    case let .refused(a, reason):
+        return json
+            ? "{\"event\":\"channel\",\"state\":\"refused\",\"address\":\(jsonString(a.description)),\"reason\":\(jsonString(reason))}"
+            : "# bluetooth channel from \(a) refused at the link: \(reason)"
     }
 }
 
@@ -249,7 +363,11 @@ struct SendCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "send",
         abstract: "Invite a peer, send messages, and exit 0 once every reliable one is acknowledged.",
-        discussion: "Example: piconet send --address 10.0.0.1:7000 --message hello --count 100")
+        discussion: """
+            Example: piconet send --address 10.0.0.1:7000 --message hello --count 100
+            Bluetooth: piconet send --transport bluetooth --adapter hci1 --service hr-sensor --to node-a --message hi
+            (found by LE scanning), or --to 00:AA:01:00:00:23/129 (address/PSM, no scan).
+            """)
 
     @Option(help: "Service type to browse for (with --to).")
     var service: String?
@@ -269,14 +387,31 @@ struct SendCommand: ParsableCommand {
     var timeout: Int = 60
     @Option(help: "Display name.")
     var name: String?
+    @Option(help: "Bluetooth: link security asked of the channel: low, medium, high or fips (BT_SECURITY).")
+    var security: String = "low"
     @OptionGroup var common: SessionCommonOptions
+    @OptionGroup var radio: TransportOptions
 
     func run() throws {
         guard (message == nil) != (file == nil) else { throw fail("send", "give exactly one of --message or --file", code: 2) }
         guard count >= 1 else { throw fail("send", "--count must be at least 1", code: 2) }
-        guard address != nil || (service != nil && to != nil) else {
-            throw fail("send", "give --address, or --service with --to", code: 2)
+        let transport = try radio.choice("send")
+        let linkSecurity = try parseSecurity(security, command: "send")
+        // A Bluetooth peer given outright: --to ADDR/PSM, or --address ADDR/PSM.
+        var direct: EndpointAddress?
+        if transport.usesBluetooth {
+            direct = (address ?? to).flatMap { BluetoothSessionHost.parseAddress($0) }
         }
+        if direct == nil, let address {
+            do { direct = try UDPSessionHost.parseAddress(address) } catch {
+                throw fail("send", transport.usesBluetooth ? "--address takes A.B.C.D:PORT or AA:BB:CC:DD:EE:FF/PSM, got \"\(address)\"" : "\(error)", code: 2)
+            }
+        }
+        guard direct != nil || (service != nil && to != nil) else {
+            throw fail("send", transport.usesBluetooth ? "give --to ADDR/PSM, --address, or --service with --to NAME"
+                                                       : "give --address, or --service with --to", code: 2)
+        }
+        let adapter = transport.usesBluetooth ? try radio.resolveAdapter("send") : nil
         var payload: [UInt8] = []
         if let file {
             guard let f = fopen(file, "rb") else { throw fail("send", "\(file): cannot open (errno \(errno))", code: 1) }
@@ -295,10 +430,18 @@ struct SendCommand: ParsableCommand {
         let config = SessionConfiguration(encryption: try common.preference("send"), policy: .declineAll)
         let identity = try common.identity("send", name: name ?? localHostName())
         let loop: EpollLoop
-        let host: UDPSessionHost
+        let host: ListenHost
         do {
             loop = try EpollLoop()
-            host = try UDPSessionHost(loop: loop, bind: .ipv4(host: 0, port: 0), identity: identity, configuration: config)
+            if let adapter {
+                var bt = L2CAPDatagramEndpoint.Configuration()
+                bt.options.security = linkSecurity
+                host = .bluetooth(try BluetoothSessionHost(
+                    loop: loop, adapter: adapter, listenPSM: nil, identity: identity, configuration: config,
+                    bluetoothConfiguration: bt, udpBind: transport == .any ? .ipv4(host: 0, port: 0) : nil))
+            } else {
+                host = .udp(try UDPSessionHost(loop: loop, bind: .ipv4(host: 0, port: 0), identity: identity, configuration: config))
+            }
         } catch {
             throw fail("send", "\(error)", code: 1)
         }
@@ -309,6 +452,7 @@ struct SendCommand: ParsableCommand {
         var peer: PeerID?
         var result: Int32 = 1
         var browser: ServiceBrowser?
+        var peerBrowser: PeerBrowser?
         var invited = false
         var seen: [String] = [] // other instance names of the service, for the "not found" message (bounded)
 
@@ -371,9 +515,52 @@ struct SendCommand: ParsableCommand {
                 break
             }
         }
+        if case let .bluetooth(h) = host {
+            h.bluetooth.onChannelEvent = { e in
+                errorLine(channelLine(e, json: false))
+                // A channel that fails before the session is up (refused, security, timeout): say so and stop,
+                // instead of letting the handshake retry into the invitation timeout.
+                if peer == nil, case let .closed(a, error?) = e {
+                    errorLine("piconet send: Bluetooth channel to \(a) failed: \(error) (security \(securityName(linkSecurity.rawValue)))")
+                    loop.stop()
+                }
+            }
+        }
         do {
-            if let address {
-                invite(try UDPSessionHost.parseAddress(address))
+            if let direct {
+                invite(direct)
+            } else if transport.usesBluetooth, let service, let to {
+                let type = try ServiceType(service)
+                let scanner = try BluetoothScanner(loop: loop, adapter: adapter ?? BluetoothAdapter.find(nil), service: type)
+                let wifi = transport.usesWiFi
+                    ? try ServiceBrowser(loop: loop, service: type, interfaces: try DiscoveryInterfaces.resolve(common.interface)) : nil
+                let pb = PeerBrowser(service: type, wifi: wifi, bluetooth: scanner)
+                scanner.onFailure = { e in
+                    errorLine("piconet send: \(e)")
+                    loop.stop()
+                }
+                pb.onEvent = { action in
+                    guard !invited else { return }
+                    let p: DiscoveredPeer
+                    switch action {
+                    case let .found(x), let .updated(x): p = x
+                    case .lost: return
+                    }
+                    guard DiscoveredPeer.nameMatches(p, to) else {
+                        if seen.count < 8, !seen.contains(p.name) { seen.append(p.name) }
+                        return
+                    }
+                    // Wi-Fi first (faster, no pairing), else the LE channel the peer advertised.
+                    if let s = p.wifi, let h = s.addresses.lazy.compactMap({ a -> UInt32? in if case let .v4(v) = a { return v }; return nil }).first {
+                        invite(.ipv4(host: h, port: s.port))
+                    } else if let b = p.bluetooth {
+                        emitLine("found \"\(p.name)\" over Bluetooth at \(b.endpoint)\(b.rssi.map { ", \($0) dBm" } ?? "")")
+                        invite(b.endpoint)
+                    }
+                    if invited { pb.stop() }
+                }
+                pb.start()
+                peerBrowser = pb
             } else if let service, let to {
                 browser = try Discovery.browse(on: loop, serviceType: service, interfaces: common.interface) { event in
                     guard peer == nil, case let .found(s) = event else { return }
@@ -406,6 +593,7 @@ struct SendCommand: ParsableCommand {
             throw fail("send", "\(error)", code: 1)
         }
         browser?.stop()
+        peerBrowser?.stop()
         host.close()
         if result != 0 { throw ExitCode(result) }
     }

@@ -1,0 +1,401 @@
+// Sessions over Bluetooth: PiconetSession's `PeerSession` speaks datagrams to addresses;
+// L2CAP gives one connected channel per peer. `L2CAPDatagramEndpoint` bridges the two:
+// a channel per remote address, opened on the first datagram to it (outbound) or accepted
+// from a listener (inbound, held by BT_DEFER_SETUP until admitted), so ONE session runs
+// over every Bluetooth peer, unchanged — and, through `RoutedDatagramEndpoint`, over UDP
+// and Bluetooth at once (`--transport any`).
+//
+//   PeerSession ── RoutedDatagramEndpoint ─┬─ UDPEndpoint            (.ipv4 / .ipv6)
+//                                          └─ L2CAPDatagramEndpoint  (.bluetooth)
+//                                                ├─ L2CAPListener (LE CoC or BR/EDR PSM)
+//                                                └─ L2CAPChannel per peer address
+import PiconetLoop
+import PiconetPosix
+import PiconetSession
+
+/// A `DatagramEndpoint` over L2CAP channels, one per remote address.
+///
+/// - Outbound: the first datagram to an unknown `.bluetooth` address opens a channel;
+///   datagrams wait in a small per-channel queue (`queueLimit`, overflow answered
+///   `.wouldBlock` and counted) until it connects, then go out in order. A channel that
+///   does not connect within `connectTimeout` is closed as `.timedOut`: never a hang.
+/// - Inbound: with a listen PSM, each incoming channel is held (BT_DEFER_SETUP) and passed
+///   to `admit`; yes → the kernel completes the connection, no → the peer's connect fails.
+///   This is consent at the link, before any byte: capacity (`maximumChannels`) and a
+///   refuse-everyone policy belong here. Consent that needs the peer's identity (ask, trust on
+///   first use, allow-lists) cannot: the identity arrives inside the Noise handshake, over
+///   the channel, so it stays with the session's invitation step.
+/// - Datagram size: every channel asks for a receive MTU of `datagramSize` (default 1472,
+///   the session's UDP size), so between Piconet peers each SDU is one whole session
+///   datagram; a channel whose peer allows less is closed as a protocol violation (counted).
+/// - An address that reached us inbound is never dialled back after its channel closes
+///   (its PSM is ours, not a service of the peer's): the peer reconnects, and the session
+///   resumes.
+/// Loop-bound: not `Sendable`.
+public final class L2CAPDatagramEndpoint: DatagramEndpoint {
+    public struct Configuration: Sendable {
+        /// Security, and `receiveMTU` (overridden with `datagramSize`). `deferSetup` is always on for the listener.
+        public var options = L2CAPOptions()
+        /// The session datagram size; also the receive MTU asked of every channel.
+        public var datagramSize = 1472
+        /// Open channels (both directions) at once; more incoming are refused, more outbound answered `.wouldBlock`.
+        public var maximumChannels = 32
+        /// Datagrams held per channel while it connects.
+        public var queueLimit = 16
+        /// How long an outbound channel may take to connect (paging / LE connection, pairing).
+        public var connectTimeout: Duration = .seconds(20)
+        /// Listen for LE credit-based channels (else BR/EDR).
+        public var listenLE = true
+        public init() {}
+    }
+
+    /// What happened to a channel, for logs and the CLI.
+    public enum ChannelEvent: Equatable, Sendable {
+        /// Connected both ways; MTUs as negotiated, security level read back (BT_SECURITY).
+        case opened(EndpointAddress, incoming: Bool, sendMTU: Int, receiveMTU: Int, security: UInt8?)
+        /// Gone: nil for an orderly close, else why (`.timedOut`, `.connectionRefused`, `.permissionDenied`...).
+        case closed(EndpointAddress, TransportError?)
+        /// An incoming channel refused at the link, and why.
+        case refused(EndpointAddress, reason: String)
+    }
+
+    public struct Statistics: Equatable, Sendable {
+        public var outboundOpened = 0
+        public var inboundOpened = 0
+        /// Incoming channels refused (not admitted, or the table was full).
+        public var refused = 0
+        /// Datagrams answered `.wouldBlock` because a connecting channel's queue was full.
+        public var queueFull = 0
+        /// Datagrams to addresses we will not dial (table full, or a closed inbound address).
+        public var noRoute = 0
+        /// Channels closed because the peer's MTU was below `datagramSize`.
+        public var mtuTooSmall = 0
+        public var connectTimeouts = 0
+    }
+
+    private final class Entry {
+        let channel: L2CAPChannel
+        let incoming: Bool
+        var queue: [[UInt8]] = []
+        var timer: TimerID?
+        init(_ channel: L2CAPChannel, incoming: Bool) {
+            self.channel = channel
+            self.incoming = incoming
+        }
+    }
+
+    public let loop: EpollLoop
+    public let adapter: BluetoothAdapter
+    public let configuration: Configuration
+    public private(set) var listener: L2CAPListener?
+    public let localAddress: EndpointAddress
+    public var maximumDatagramSize: Int { configuration.datagramSize }
+    public var onDatagram: ((Datagram) -> Void)?
+    public var onWritable: (() -> Void)?
+    /// Link-level consent for an incoming channel (see the type's doc). nil admits everyone.
+    public var admit: ((EndpointAddress) -> Bool)?
+    public var onChannelEvent: ((ChannelEvent) -> Void)?
+    public private(set) var statistics = Statistics()
+
+    private var channels: [EndpointAddress: Entry] = [:]
+    /// Inbound addresses seen, not to be dialled back (bounded: oldest forgotten first).
+    private var inboundOnly: [EndpointAddress] = []
+    private var owesWritable = false
+    private var closed = false
+
+    /// Opens the endpoint on `adapter`; with `listenPSM` it also accepts channels there.
+    public init(loop: EpollLoop, adapter: BluetoothAdapter, listenPSM: UInt16? = nil,
+                configuration: Configuration = Configuration()) throws(BluetoothError) {
+        self.loop = loop
+        self.adapter = adapter
+        self.configuration = configuration
+        if let psm = listenPSM {
+            var options = configuration.options
+            options.receiveMTU = configuration.datagramSize
+            options.deferSetup = true
+            let l = try L2CAPListener(loop: loop, adapter: adapter, psm: psm, le: configuration.listenLE, options: options)
+            listener = l
+            localAddress = l.localAddress
+            l.onChannel = { [weak self] c in self?.incoming(c) }
+        } else {
+            localAddress = .bluetooth(address: adapter.address.bytes, type: .lePublic, psm: 0)
+        }
+    }
+
+    /// Channels open or opening now.
+    public var channelCount: Int { channels.count }
+
+    /// The security level the listening socket has (BT_SECURITY read back), or nil without a listener.
+    public func listenerSecurityLevel() -> UInt8? { try? listener?.securityLevel() }
+
+    public func send(_ bytes: [UInt8], to destination: EndpointAddress) throws(TransportError) -> SendOutcome {
+        guard !closed else { throw .closed }
+        guard case .bluetooth = destination else { throw .hostUnreachable }
+        guard bytes.count <= configuration.datagramSize else {
+            throw .messageTooLarge(size: bytes.count, limit: configuration.datagramSize)
+        }
+        if let e = channels[destination] {
+            guard e.channel.state == .connected, e.queue.isEmpty else { return enqueue(bytes, e) }
+            let outcome = try e.channel.send(bytes)
+            if outcome == .wouldBlock { owesWritable = true }
+            return outcome
+        }
+        guard channels.count < configuration.maximumChannels, !inboundOnly.contains(destination) else {
+            statistics.noRoute += 1
+            return .wouldBlock
+        }
+        var options = configuration.options
+        options.receiveMTU = configuration.datagramSize
+        options.deferSetup = false
+        let channel: L2CAPChannel
+        do { channel = try L2CAPChannel.connect(loop: loop, adapter: adapter, to: destination, options: options) } catch {
+            throw error.transportError
+        }
+        let e = Entry(channel, incoming: false)
+        e.queue.append(bytes)
+        track(e, at: destination)
+        e.timer = loop.schedule(after: configuration.connectTimeout) { [weak self, weak channel] in
+            guard let self, let channel, channel.state != .connected else { return }
+            self.statistics.connectTimeouts += 1
+            self.drop(destination, channel, .timedOut)
+        }
+        return .sent
+    }
+
+    private func enqueue(_ bytes: [UInt8], _ e: Entry) -> SendOutcome {
+        guard e.queue.count < configuration.queueLimit else {
+            statistics.queueFull += 1
+            owesWritable = true
+            return .wouldBlock
+        }
+        e.queue.append(bytes)
+        if e.channel.state == .connected { flush(e) }
+        return .sent
+    }
+
+    private func incoming(_ c: L2CAPChannel) {
+        let address = c.remoteAddress
+        let refusal: String?
+        if closed {
+            refusal = "closing"
+        } else if channels.count >= configuration.maximumChannels && channels[address] == nil {
+            refusal = "channel table full (\(configuration.maximumChannels))"
+        } else if let admit, !admit(address) {
+            refusal = "not admitted"
+        } else {
+            refusal = nil
+        }
+        if let refusal {
+            statistics.refused += 1
+            c.reject()
+            onChannelEvent?(.refused(address, reason: refusal))
+            return
+        }
+        if let old = channels[address] { drop(address, old.channel, .connectionReset) }
+        if !inboundOnly.contains(address) {
+            if inboundOnly.count >= 4 * configuration.maximumChannels { inboundOnly.removeFirst() }
+            inboundOnly.append(address)
+        }
+        let e = Entry(c, incoming: true)
+        track(e, at: address)
+        c.authorize()
+    }
+
+    /// Wires a channel's callbacks to the table entry at `address`.
+    private func track(_ e: Entry, at address: EndpointAddress) {
+        channels[address] = e
+        let c = e.channel
+        c.onConnected = { [weak self, unowned c] in self?.connected(address, c) }
+        c.onMessage = { [weak self] bytes in self?.onDatagram?(Datagram(bytes: bytes, source: address)) }
+        c.onWritable = { [weak self] in self?.writable(address) }
+        c.onClose = { [weak self, unowned c] error in self?.gone(address, c, error) }
+    }
+
+    private func connected(_ address: EndpointAddress, _ c: L2CAPChannel) {
+        guard let e = channels[address], e.channel === c else { return }
+        if let t = e.timer { loop.cancel(t) }
+        e.timer = nil
+        guard c.sendMTU >= configuration.datagramSize else {
+            statistics.mtuTooSmall += 1
+            drop(address, c, .protocolViolation("the peer's L2CAP MTU is \(c.sendMTU) bytes, below the session's \(configuration.datagramSize)"))
+            return
+        }
+        if e.incoming { statistics.inboundOpened += 1 } else { statistics.outboundOpened += 1 }
+        onChannelEvent?(.opened(address, incoming: e.incoming, sendMTU: c.sendMTU, receiveMTU: c.receiveMTU,
+                                security: try? c.securityLevel()))
+        flush(e)
+    }
+
+    /// Sends queued datagrams in order until the channel pushes back.
+    private func flush(_ e: Entry) {
+        while let first = e.queue.first, e.channel.state == .connected {
+            do {
+                guard try e.channel.send(first) == .sent else { return }
+            } catch {
+                return  // the channel closed; `gone` cleans up
+            }
+            e.queue.removeFirst()
+        }
+    }
+
+    private func writable(_ address: EndpointAddress) {
+        if let e = channels[address] { flush(e) }
+        if owesWritable {
+            owesWritable = false
+            onWritable?()
+        }
+    }
+
+    private func gone(_ address: EndpointAddress, _ c: L2CAPChannel, _ error: TransportError?) {
+        guard let e = channels[address], e.channel === c else { return }
+        if let t = e.timer { loop.cancel(t) }
+        channels[address] = nil
+        onChannelEvent?(.closed(address, error))
+    }
+
+    /// Closes one channel, reporting `reason` (the channel's own onClose is detached first).
+    private func drop(_ address: EndpointAddress, _ c: L2CAPChannel, _ reason: TransportError) {
+        c.onClose = nil
+        c.close()
+        if let e = channels[address], e.channel === c {
+            if let t = e.timer { loop.cancel(t) }
+            channels[address] = nil
+        }
+        onChannelEvent?(.closed(address, reason))
+    }
+
+    /// Stops listening and closes every channel.
+    public func close() {
+        guard !closed else { return }
+        closed = true
+        listener?.close()
+        for (a, e) in channels {
+            if let t = e.timer { loop.cancel(t) }
+            e.channel.onClose = nil
+            e.channel.close()
+            channels[a] = nil
+        }
+    }
+}
+
+/// One `DatagramEndpoint` over two: `.bluetooth` destinations go to `bluetooth`, all others
+/// to `ip`; datagrams from both come out of `onDatagram`. The session datagram size is the
+/// smaller of the two, so a session can move between routes without re-fragmenting.
+public final class RoutedDatagramEndpoint: DatagramEndpoint {
+    public let ip: DatagramEndpoint
+    public let bluetooth: DatagramEndpoint
+
+    public init(ip: DatagramEndpoint, bluetooth: DatagramEndpoint) {
+        self.ip = ip
+        self.bluetooth = bluetooth
+    }
+
+    public var localAddress: EndpointAddress { ip.localAddress }
+    public var maximumDatagramSize: Int { min(ip.maximumDatagramSize, bluetooth.maximumDatagramSize) }
+
+    public var onDatagram: ((Datagram) -> Void)? {
+        didSet {
+            ip.onDatagram = onDatagram
+            bluetooth.onDatagram = onDatagram
+        }
+    }
+
+    public var onWritable: (() -> Void)? {
+        didSet {
+            ip.onWritable = onWritable
+            bluetooth.onWritable = onWritable
+        }
+    }
+
+    public func send(_ bytes: [UInt8], to destination: EndpointAddress) throws(TransportError) -> SendOutcome {
+        if case .bluetooth = destination { return try bluetooth.send(bytes, to: destination) }
+        return try ip.send(bytes, to: destination)
+    }
+
+    public func close() {
+        ip.close()
+        bluetooth.close()
+    }
+}
+
+/// Why a Bluetooth session host could not start: one line, saying what to do.
+public enum BluetoothSessionError: Error, Equatable, CustomStringConvertible {
+    case bluetooth(BluetoothError)
+    case udp(SessionRuntimeError)
+
+    public var description: String {
+        switch self {
+        case let .bluetooth(e): return e.description
+        case let .udp(e): return e.description
+        }
+    }
+}
+
+/// A `PeerSession` over Bluetooth L2CAP (and, with `udpBind`, over UDP too: `--transport any`).
+///
+/// The session's clocks are relaxed for the radio: an L2CAP connection (LE connection or
+/// paging, then perhaps pairing) takes seconds before the first handshake byte moves, and the
+/// handshake clock starts at `invite`; so the handshake timeout is at least the channel's
+/// connect timeout plus 5 s, and a peer is called lost after at least 10 s of silence.
+public final class BluetoothSessionHost {
+    public let bluetooth: L2CAPDatagramEndpoint
+    public let udp: UDPEndpoint?
+    public let session: PeerSession
+
+    public init(loop: EpollLoop, adapter: BluetoothAdapter, listenPSM: UInt16?, identity: PeerIdentity,
+                configuration: SessionConfiguration, bluetoothConfiguration: L2CAPDatagramEndpoint.Configuration = .init(),
+                udpBind: EndpointAddress? = nil) throws(BluetoothSessionError) {
+        do {
+            bluetooth = try L2CAPDatagramEndpoint(loop: loop, adapter: adapter, listenPSM: listenPSM,
+                                                  configuration: bluetoothConfiguration)
+        } catch {
+            throw .bluetooth(error)
+        }
+        let endpoint: DatagramEndpoint
+        if let udpBind {
+            do {
+                let u = try UDPSessionHost.openSocket(loop: loop, bind: udpBind)
+                udp = u
+                endpoint = RoutedDatagramEndpoint(ip: u, bluetooth: bluetooth)
+            } catch {
+                bluetooth.close()
+                throw .udp(error)
+            }
+        } else {
+            udp = nil
+            endpoint = bluetooth
+        }
+        var config = configuration
+        config.handshakeTimeout = max(config.handshakeTimeout, bluetoothConfiguration.connectTimeout + .seconds(5))
+        config.lostTimeout = max(config.lostTimeout, .seconds(10))
+        session = PeerSession(identity: identity, configuration: config, endpoint: endpoint, loop: loop,
+                              seed: UDPSessionHost.randomSeed())
+    }
+
+    /// Where peers reach us over Bluetooth (adapter address, LE public, listen PSM or 0).
+    public var bluetoothAddress: EndpointAddress { bluetooth.localAddress }
+
+    public func close() {
+        session.close()
+        bluetooth.close()
+        udp?.close()
+    }
+
+    /// Parses `AA:BB:CC:DD:EE:FF/PSM` (LE public) or `AA:BB:CC:DD:EE:FF/PSM/bredr`; nil otherwise.
+    public static func parseAddress(_ text: String) -> EndpointAddress? {
+        let parts = text.split(separator: "/").map(String.init)
+        guard parts.count == 2 || parts.count == 3, let a = BluetoothAddress(parts[0]) else { return nil }
+        let psmText = parts[1]
+        let psm: UInt16?
+        if psmText.hasPrefix("0x") { psm = UInt16(psmText.dropFirst(2), radix: 16) } else { psm = UInt16(psmText) }
+        guard let psm else { return nil }
+        let type: BluetoothAddressType
+        switch parts.count == 3 ? parts[2] : "le" {
+        case "le", "lePublic": type = .lePublic
+        case "random", "leRandom": type = .leRandom
+        case "bredr": type = .bredr
+        default: return nil
+        }
+        return .bluetooth(address: a.bytes, type: type, psm: psm)
+    }
+}

@@ -1,0 +1,166 @@
+import ArgumentParser
+import Glibc
+import PiconetDiscovery
+import PiconetLoop
+import PiconetPosix
+import PiconetRuntime
+import PiconetWire
+
+/// `--transport`: which radios a command uses. `wifi` (the default) is the behaviour the
+/// commands always had; `bluetooth` is LE advertising / scanning and L2CAP LE channels;
+/// `any` is both at once.
+enum TransportChoice: String, CaseIterable {
+    case wifi, bluetooth, any
+
+    var usesWiFi: Bool { self != .bluetooth }
+    var usesBluetooth: Bool { self != .wifi }
+}
+
+/// The Bluetooth options `advertise`, `browse`, `listen` and `send` share.
+struct TransportOptions: ParsableArguments {
+    @Option(help: "wifi (mDNS + UDP, the default), bluetooth (LE advertising/scanning + L2CAP), or any (both).")
+    var transport: String = "wifi"
+    @Option(help: "Bluetooth adapter: hci0, 0 or its address (default: the first one that is up).")
+    var adapter: String?
+
+    /// The transport, or exit 2 with one line.
+    func choice(_ command: String) throws -> TransportChoice {
+        guard let t = TransportChoice(rawValue: transport) else {
+            throw cliFailure(command, "--transport must be wifi, bluetooth or any, got \"\(transport)\"", code: 2)
+        }
+        if t == .wifi, adapter != nil {
+            throw cliFailure(command, "--adapter needs --transport bluetooth or any", code: 2)
+        }
+        return t
+    }
+
+    /// The adapter to use, checked up; or exit 1 with the one-line error that says what to do.
+    func resolveAdapter(_ command: String) throws -> BluetoothAdapter {
+        var selector: AdapterSelector?
+        if let adapter {
+            guard let s = AdapterSelector(adapter) else {
+                throw cliFailure(command, "--adapter takes hciN, N or an address like 00:AA:01:00:00:23, got \"\(adapter)\"", code: 2)
+            }
+            selector = s
+        }
+        do { return try BluetoothAdapter.find(selector) } catch { throw cliFailure(command, error.description, code: 1) }
+    }
+}
+
+/// `--security` for L2CAP channels.
+func parseSecurity(_ text: String, command: String) throws -> L2CAPSecurity {
+    switch text {
+    case "low": return .low
+    case "medium": return .medium
+    case "high": return .high
+    case "fips": return .fips
+    default: throw cliFailure(command, "--security must be low, medium, high or fips, got \"\(text)\"", code: 2)
+    }
+}
+
+/// A BT_SECURITY level read back, by name.
+func securityName(_ level: UInt8?) -> String {
+    guard let level else { return "unknown" }
+    switch L2CAPSecurity(rawValue: level) {
+    case .low?: return "low"
+    case .medium?: return "medium"
+    case .high?: return "high"
+    case .fips?: return "fips"
+    case nil: return "level \(level)"
+    }
+}
+
+/// `--psm`: an LE credit-based PSM (0x80-0xFF), decimal or 0x-hex.
+func parseLEPSM(_ text: String, command: String) throws -> UInt16 {
+    let v = text.hasPrefix("0x") ? UInt16(text.dropFirst(2), radix: 16) : UInt16(text)
+    guard let v, BluetoothAdvertisement.lePSMRange.contains(v) else {
+        throw cliFailure(command, "--psm must be an LE PSM in 128...255 (0x80-0xff), got \"\(text)\"", code: 2)
+    }
+    return v
+}
+
+/// Prints `piconet <command>: <message>` on stderr; the caller throws the result (exit `code`).
+func cliFailure(_ command: String, _ message: String, code: Int32) -> ExitCode {
+    var line = "piconet \(command): \(message)\n"
+    line.withUTF8 { p in
+        var off = 0
+        while off < p.count {
+            let n = write(2, p.baseAddress.map { $0 + off }, p.count - off)
+            if n <= 0 { if n < 0 && errno == EINTR { continue }; return }
+            off += n
+        }
+    }
+    return ExitCode(code)
+}
+
+/// Text and JSON lines for peers with routes (`browse --transport bluetooth|any`).
+enum PeerLines {
+    static func parts(_ a: PeerDirectory.Action) -> (String, DiscoveredPeer) {
+        switch a {
+        case let .found(p): return ("found", p)
+        case let .updated(p): return ("updated", p)
+        case let .lost(p): return ("lost", p)
+        }
+    }
+
+    static func routeText(_ r: PeerRoute) -> String {
+        switch r {
+        case let .wifi(s):
+            return "wifi \(s.addresses.map(\.description).joined(separator: ",")) port \(s.port)"
+        case let .bluetooth(p):
+            return "bluetooth \(BluetoothPeer.addressText(p.address)) psm \(p.psm) rssi \(p.rssi.map { "\($0) dBm" } ?? "unknown")"
+        }
+    }
+
+    /// `found "node A" hr-sensor peer 1a2b… via wifi 10.0.0.1 port 5000; bluetooth 00:AA:01:00:00:23 psm 129 rssi -60 dBm`
+    static func text(_ a: PeerDirectory.Action) -> String {
+        let (kind, p) = parts(a)
+        let shortened = p.wifi == nil && p.bluetooth?.nameIsShortened == true ? " (name shortened)" : ""
+        let id = p.peerID.map { " peer \($0)" } ?? p.peerTag.map { " peer-tag \(hex4($0))" } ?? ""
+        return "\(kind) \"\(p.name)\"\(shortened) \(p.service)\(id) via \(p.routes.map(routeText).joined(separator: "; "))"
+    }
+
+    static func hex4(_ v: UInt16) -> String {
+        let s = String(v, radix: 16)
+        return String(repeating: "0", count: 4 - s.count) + s
+    }
+
+    static func routeJSON(_ r: PeerRoute) -> JSON {
+        switch r {
+        case let .wifi(s):
+            var info = JSONObject()
+            for entry in s.info.entries {
+                info[entry.key] = entry.value.map { .string(String(decoding: $0, as: UTF8.self)) } ?? .bool(true)
+            }
+            return JSON.object([
+                "transport": .string("wifi"),
+                "addresses": .array(s.addresses.map { .string($0.description) }),
+                "port": .integer(Int64(s.port)),
+                "host": .string(s.host),
+                "info": .object(info),
+            ])
+        case let .bluetooth(p):
+            return JSON.object([
+                "transport": .string("bluetooth"),
+                "address": .string(BluetoothPeer.addressText(p.address)),
+                "addressType": .string("\(p.addressType)"),
+                "psm": .integer(Int64(p.psm)),
+                "rssi": p.rssi.map { .integer(Int64($0)) } ?? .null,
+                "nameShortened": .bool(p.nameIsShortened),
+            ])
+        }
+    }
+
+    /// `{"event":"found","name":"node A","service":"hr-sensor","peer":"1a2b…","peerTag":"1a2b","routes":[{"transport":"wifi",…},{"transport":"bluetooth",…}]}`
+    static func json(_ a: PeerDirectory.Action) -> String {
+        let (kind, p) = parts(a)
+        return JSON.object([
+            "event": .string(kind),
+            "name": .string(p.name),
+            "service": .string(p.service.name),
+            "peer": p.peerID.map { .string($0) } ?? .null,
+            "peerTag": p.peerTag.map { .string(hex4($0)) } ?? .null,
+            "routes": .array(p.routes.map(routeJSON)),
+        ]).text
+    }
+}
