@@ -31,35 +31,36 @@ struct NodeSettings {
         var description: String
     }
 
-    static func resolve(_ c: NodeCommand) throws -> NodeSettings {
-        let file = try c.config.map { path throws(ConfigFile.Failure) in try ConfigFile.load(path, knownKeys: knownKeys) }
+    static func resolve(_ c: ParsedCommandLine) throws -> NodeSettings {
+        let config = c.string("config")
+        let file = try config.map { path throws(ConfigFile.Failure) in try ConfigFile.load(path, knownKeys: knownKeys) }
         let host = DiscoveryInterfaces.systemHostName().label
         let stateDirectory = try file?.string("stateDirectory") ?? "/var/lib/piconet"
         var s = NodeSettings(
-            name: try c.name ?? file?.string("name") ?? host,
-            identityPath: try c.identity ?? file?.string("identity") ?? stateDirectory + "/identity.key",
-            seed: try c.seed ?? file?.integer("seed", in: 0...Int64.max).map { UInt64($0) } ?? UInt64(WallClock.nanosecondsSinceEpoch() & 0xFFFF_FFFF))
-        if let v = try file?.string("role"), v != "node" { throw Invalid(description: "\(c.config ?? ""): role is '\(v)', this is piconet-node") }
-        s.trustStorePath = try c.trustStore ?? file?.string("trustStore") ?? TrustStoreFile.defaultPath(nextTo: s.identityPath)
-        s.service = try c.service ?? file?.string("service") ?? s.service
-        s.interfaces = try c.interface.isEmpty ? (file?.strings("interfaces") ?? []) : c.interface
-        s.port = try c.port ?? file?.integer("port", in: 0...65535).map { UInt16($0) } ?? 0
-        s.board = try c.board ?? file?.string("board") ?? "none"
-        s.boardsDirectory = try c.boardsDir ?? file?.string("boardsDirectory")
-        s.duration = c.duration
-        s.quiet = c.quiet
-        if let hz = try c.motionHz ?? file?.integer("motionHz", in: 1...200).map(Double.init) {
-            guard (1...200).contains(hz) else { throw Invalid(description: "--motion-hz must be within 1...200, got \(hz)") }
+            name: try c.string("name") ?? file?.string("name") ?? host,
+            identityPath: try c.string("identity") ?? file?.string("identity") ?? stateDirectory + "/identity.key",
+            seed: try c.integer("seed", as: UInt64.self) ?? file?.integer("seed", in: 0...Int64.max).map { UInt64($0) }
+                ?? UInt64(WallClock.nanosecondsSinceEpoch() & 0xFFFF_FFFF))
+        if let v = try file?.string("role"), v != "node" { throw Invalid(description: "\(config ?? ""): role is '\(v)', this is piconet-node") }
+        s.trustStorePath = try c.string("trust-store") ?? file?.string("trustStore") ?? TrustStoreFile.defaultPath(nextTo: s.identityPath)
+        s.service = try c.string("service") ?? file?.string("service") ?? s.service
+        s.interfaces = try c.strings("interface").isEmpty ? (file?.strings("interfaces") ?? []) : c.strings("interface")
+        s.port = try c.integer("port", as: UInt16.self) ?? file?.integer("port", in: 0...65535).map { UInt16($0) } ?? 0
+        s.board = try c.string("board") ?? file?.string("board") ?? "none"
+        s.boardsDirectory = try c.string("boards-dir") ?? file?.string("boardsDirectory")
+        s.duration = try c.number("duration", in: 0...Double(Int32.max)) ?? 0
+        s.quiet = c.flag("quiet")
+        if let hz = try c.number("motion-hz", in: 1...200) ?? file?.integer("motionHz", in: 1...200).map(Double.init) {
             s.motionHz = hz
         }
-        let profileName = try c.profile ?? file?.string("profile") ?? "workout"
+        let profileName = try c.string("profile") ?? file?.string("profile") ?? "workout"
         guard let p = WearableProfile.named(profileName) else {
             throw Invalid(description: "unknown profile '\(profileName)'; choose one of \(WearableProfile.all.map(\.name).joined(separator: ", "))")
         }
         s.profile = p
-        let acceptText = try c.accept ?? file?.string("accept") ?? ((try file?.strings("allowList")).map { $0.joined(separator: ",") }) ?? "tofu"
+        let acceptText = try c.string("accept") ?? file?.string("accept") ?? ((try file?.strings("allowList")).map { $0.joined(separator: ",") }) ?? "tofu"
         (s.policy, s.policyText) = try parsePolicy(acceptText)
-        s.encryption = try parseEncryption(c.encryption ?? file?.string("encryption") ?? "required")
+        s.encryption = try parseEncryption(c.string("encryption") ?? file?.string("encryption") ?? "required")
         return s
     }
 

@@ -1,4 +1,4 @@
-import ArgumentParser
+import Glibc
 import PiconetDiscovery
 import PiconetLoop
 import PiconetPosix
@@ -12,9 +12,9 @@ import PiconetSession
 /// policy, then streams heart-rate and motion samples in short unreliable
 /// messages plus a reliable summary every few seconds. Samples come from a
 /// seeded simulated wearable today; `SampleSource` is where real sensors plug in.
-struct NodeCommand: ParsableCommand {
-    static let configuration = CommandConfiguration(
-        commandName: "piconet-node",
+enum NodeCommand {
+    static let spec = CommandLineSpec(
+        command: "piconet-node",
         abstract: "A Piconet sensor node: advertise, accept a hub, stream heart-rate and motion samples.",
         discussion: """
         Flags override the config file. Example (one-machine demo):
@@ -22,57 +22,60 @@ struct NodeCommand: ParsableCommand {
 
         Config file keys (JSON object): name, role, service, board, interfaces, stateDirectory,
         identity, trustStore, accept, allowList, profile, seed, motionHz, port, encryption, boardsDirectory, gpioChip.
-        """)
+        """,
+        options: [
+            .value("config", "path", help: "JSON config file (e.g. /etc/piconet/node.json)."),
+            .value("name", "name", help: "Display name (at most 63 bytes of UTF-8); default: the host name."),
+            .value("service", "service", help: "Service type to advertise (RFC 6335); default: hr-sensor."),
+            .value("interface", "interface",
+                   help: "Interface for discovery; default: every up, multicast, non-loopback interface.", repeatable: true),
+            .value("port", "port", help: "UDP port for the session (0 = any free port)."),
+            .value("identity", "path", help: "Identity key file (created with mode 0600 on first run)."),
+            .value("trust-store", "path",
+                   help: "With --accept tofu: file of trusted hub names and keys, kept across restarts (default: trust.json next to the identity key)."),
+            .value("accept", "policy", help: "Consent policy: all, tofu, ask (button), none, or a comma-separated list of hub peer IDs."),
+            .value("encryption", "mode", help: "Encryption preference: required, optional or none."),
+            .value("profile", "profile",
+                   help: "Simulated wearable profile: \(WearableProfile.all.map(\.name).joined(separator: ", "))."),
+            .value("seed", "n", help: "Seed of the simulated wearable (same seed, same samples)."),
+            .value("motion-hz", "hz", help: "Motion sample rate in Hz (1-200)."),
+            .value("board", "id", help: "Board profile id from Boards/ (LEDs and button); 'none' for no GPIO."),
+            .value("boards-dir", "path", help: "Directory with board profiles (default: Boards/ next to the binary or /etc/piconet/boards)."),
+            .value("duration", "seconds", help: "Stop after this many seconds (0 = run until SIGINT/SIGTERM)."),
+            .flag("quiet", help: "Print only errors."),
+        ])
 
-    @Option(help: "JSON config file (e.g. /etc/piconet/node.json).")
-    var config: String?
-    @Option(help: "Display name (at most 63 bytes of UTF-8); default: the host name.")
-    var name: String?
-    @Option(help: "Service type to advertise (RFC 6335).")
-    var service: String?
-    @Option(help: "Interface for discovery (repeatable); default: every up, multicast, non-loopback interface.")
-    var interface: [String] = []
-    @Option(help: "UDP port for the session (0 = any free port).")
-    var port: UInt16?
-    @Option(help: "Identity key file (created with mode 0600 on first run).")
-    var identity: String?
-    @Option(help: "With --accept tofu: file of trusted hub names and keys, kept across restarts (default: trust.json next to the identity key).")
-    var trustStore: String?
-    @Option(help: "Consent policy: all, tofu, ask (button), or a comma-separated list of hub peer IDs.")
-    var accept: String?
-    @Option(help: "Encryption preference: required, optional or none.")
-    var encryption: String?
-    @Option(help: "Simulated wearable profile: \(WearableProfile.all.map(\.name).joined(separator: ", ")).")
-    var profile: String?
-    @Option(help: "Seed of the simulated wearable (same seed, same samples).")
-    var seed: UInt64?
-    @Option(help: "Motion sample rate in Hz (1-200).")
-    var motionHz: Double?
-    @Option(help: "Board profile id from Boards/ (LEDs and button); 'none' for no GPIO.")
-    var board: String?
-    @Option(help: "Directory with board profiles (default: Boards/ next to the binary or /etc/piconet/boards).")
-    var boardsDir: String?
-    @Option(help: "Stop after this many seconds (0 = run until SIGINT/SIGTERM).")
-    var duration: Double = 0
-    @Flag(help: "Print only errors.")
-    var quiet = false
-
-    func run() throws {
+    /// Parses, resolves and runs; returns the process exit status
+    /// (0 done, 1 runtime failure, 2 bad command line or configuration).
+    static func main(_ arguments: [String]) -> Int32 {
+        let options: ParsedCommandLine
+        do {
+            switch try spec.parse(arguments) {
+            case .help:
+                Console.out(spec.helpText)
+                return 0
+            case .run(let parsed): options = parsed
+            }
+        } catch {
+            Console.err("piconet-node: \(error)\nSee 'piconet-node --help'.\n")
+            return 2
+        }
         let settings: NodeSettings
-        do { settings = try NodeSettings.resolve(self) } catch {
+        do { settings = try NodeSettings.resolve(options) } catch {
             Console.err("piconet-node: \(error)\n")
-            throw ExitCode(2)
+            return 2
         }
         let app: NodeApp
         do { app = try NodeApp(settings) } catch {
             Console.err("piconet-node: \(error)\n")
-            throw ExitCode(1)
+            return 1
         }
         do { try app.run() } catch {
             Console.err("piconet-node: \(error)\n")
-            throw ExitCode(1)
+            return 1
         }
+        return 0
     }
 }
 
-NodeCommand.main()
+exit(NodeCommand.main(Array(CommandLine.arguments.dropFirst())))
