@@ -19,6 +19,9 @@ import PiconetSession
 ///   datagrams wait in a small per-channel queue (`queueLimit`, overflow answered
 ///   `.wouldBlock` and counted) until it connects, then go out in order. A channel that
 ///   does not connect within `connectTimeout` is closed as `.timedOut`: never a hang.
+///   A connect reset before it completes is dialled once more after `redialDelay` (seen in
+///   the VM: a new channel on an LE link whose previous channel just closed rides the old
+///   link and is reset when the kernel tears that link down).
 /// - Inbound: with a listen PSM, each incoming channel is held (BT_DEFER_SETUP) and passed
 ///   to `admit`; yes → the kernel completes the connection, no → the peer's connect fails.
 ///   This is consent at the link, before any byte: capacity (`maximumChannels`) and a
@@ -42,8 +45,10 @@ public final class L2CAPDatagramEndpoint: DatagramEndpoint {
         public var maximumChannels = 32
         /// Datagrams held per channel while it connects.
         public var queueLimit = 16
-        /// How long an outbound channel may take to connect (paging / LE connection, pairing).
+        /// How long an outbound channel may take to connect (paging / LE connection, pairing), redial included.
         public var connectTimeout: Duration = .seconds(20)
+        /// Wait before dialling again after a connect was reset.
+        public var redialDelay: Duration = .seconds(1)
         /// Listen for LE credit-based channels (else BR/EDR).
         public var listenLE = true
         public init() {}
@@ -71,13 +76,16 @@ public final class L2CAPDatagramEndpoint: DatagramEndpoint {
         /// Channels closed because the peer's MTU was below `datagramSize`.
         public var mtuTooSmall = 0
         public var connectTimeouts = 0
+        /// Outbound connects reset before completing and dialled again.
+        public var redials = 0
     }
 
     private final class Entry {
-        let channel: L2CAPChannel
+        var channel: L2CAPChannel
         let incoming: Bool
         var queue: [[UInt8]] = []
         var timer: TimerID?
+        var redialed = false
         init(_ channel: L2CAPChannel, incoming: Bool) {
             self.channel = channel
             self.incoming = incoming
@@ -144,22 +152,24 @@ public final class L2CAPDatagramEndpoint: DatagramEndpoint {
             statistics.noRoute += 1
             return .wouldBlock
         }
+        let e = Entry(try dial(destination), incoming: false)
+        e.queue.append(bytes)
+        track(e, at: destination)
+        e.timer = loop.schedule(after: configuration.connectTimeout) { [weak self] in
+            guard let self, let e = self.channels[destination], e.channel.state != .connected else { return }
+            self.statistics.connectTimeouts += 1
+            self.drop(destination, e.channel, .timedOut)
+        }
+        return .sent
+    }
+
+    private func dial(_ destination: EndpointAddress) throws(TransportError) -> L2CAPChannel {
         var options = configuration.options
         options.receiveMTU = configuration.datagramSize
         options.deferSetup = false
-        let channel: L2CAPChannel
-        do { channel = try L2CAPChannel.connect(loop: loop, adapter: adapter, to: destination, options: options) } catch {
+        do { return try L2CAPChannel.connect(loop: loop, adapter: adapter, to: destination, options: options) } catch {
             throw error.transportError
         }
-        let e = Entry(channel, incoming: false)
-        e.queue.append(bytes)
-        track(e, at: destination)
-        e.timer = loop.schedule(after: configuration.connectTimeout) { [weak self, weak channel] in
-            guard let self, let channel, channel.state != .connected else { return }
-            self.statistics.connectTimeouts += 1
-            self.drop(destination, channel, .timedOut)
-        }
-        return .sent
     }
 
     private func enqueue(_ bytes: [UInt8], _ e: Entry) -> SendOutcome {
@@ -248,6 +258,21 @@ public final class L2CAPDatagramEndpoint: DatagramEndpoint {
 
     private func gone(_ address: EndpointAddress, _ c: L2CAPChannel, _ error: TransportError?) {
         guard let e = channels[address], e.channel === c else { return }
+        if !e.incoming, !e.redialed, error == .connectionReset, c.sendMTU == 0, !closed {
+            // Reset before it ever connected: dial once more; the queue and the connect timer stay.
+            e.redialed = true
+            statistics.redials += 1
+            loop.schedule(after: configuration.redialDelay) { [weak self] in
+                guard let self, !self.closed, let e = self.channels[address], e.channel === c else { return }
+                do throws(TransportError) {
+                    e.channel = try self.dial(address)
+                    self.track(e, at: address)
+                } catch {
+                    self.drop(address, c, error)
+                }
+            }
+            return
+        }
         if let t = e.timer { loop.cancel(t) }
         channels[address] = nil
         onChannelEvent?(.closed(address, error))

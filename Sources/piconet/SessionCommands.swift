@@ -93,6 +93,8 @@ struct ListenCommand: ParsableCommand {
             Example: piconet listen --service hr-sensor --name node-a --accept all --interface wlan0 --json
             Bluetooth: piconet listen --transport bluetooth --adapter hci0 --psm 129 --service hr-sensor --name node-a
             (L2CAP LE channels on the PSM, advertised over LE; --accept none refuses channels at the link).
+            An LE peer can only connect while this adapter advertises connectably: give --service (or
+            turn the adapter's own advertising on, `btmgmt -i hci0 advertising on`).
             """)
 
     @Option(help: "Service type to advertise over mDNS (omit to only listen on --bind).")

@@ -7,6 +7,10 @@
 #                         deferred setup, adapter missing, peer gone mid-transfer, adapter down
 #   L2CAPTests, BluetoothManagementTests   the unit suites, here with a Bluetooth kernel
 #   piconet-l2cap-session  a Piconet session over LE and BR/EDR channels, one process per controller
+#   piconet CLI           advertise/browse --transport bluetooth (found with name/PSM/peer tag, lost
+#                         after it stops), listen/send --transport bluetooth (by name and by ADDR/PSM),
+#                         BT_SECURITY medium/high/fips (set, read back, connection attempted), and the
+#                         no-permission errors as an unprivileged user
 # and BlueZ's l2cap-tester as a reference (its summary line is printed).
 # Order matters (shared/vm/README lessons): scan before connecting; the "advertising"
 # setting (needed for LE connects) overrides add-adv instances, so it is switched on after.
@@ -24,8 +28,16 @@ if [ ! -e /sys/class/bluetooth/hci1 ]; then
   ko "btvirt made no hci0/hci1"; cat /tmp/btvirt.log
   echo "$PASS passed, $FAIL failed, $SKIP skipped"; exit 1
 fi
+# A controller still initialising can drop a setting without btmgmt failing (seen once: LE off,
+# so every Add Advertising was "Rejected"): check "current settings" and set again until they hold.
 for i in 0 1; do
-  for s in "le on" "bredr on" "connectable on" "power on"; do btmgmt --index $i $s >/dev/null 2>&1 || ko "btmgmt -i $i $s"; done
+  for try in 1 2 3 4 5; do
+    for s in "le on" "bredr on" "connectable on" "power on"; do btmgmt --index $i $s >/dev/null 2>&1; done
+    settings=$(btmgmt --index $i info 2>/dev/null | grep -m1 "current settings")
+    echo "$settings" | grep -qE "powered.* le( |$)" && break
+    sleep 1
+  done
+  echo "$settings" | grep -qE "powered.* le( |$)" || ko "hci$i settings after 5 tries: $settings"
 done
 A0=$(hciconfig hci0 | awk '/BD Address/{print $3}'); A1=$(hciconfig hci1 | awk '/BD Address/{print $3}')
 ok "two virtual controllers up: hci0=$A0 hci1=$A1"
@@ -48,6 +60,76 @@ swift_suite() {
 t=$(up)
 swift_suite 'L2CAPScanVMTests' scan
 echo "  (scan suite: ${t}s -> $(up)s)"
+
+PICONET="$PICONET_BIN_DIR/piconet"
+PEER_ID=1a2b3c4d5e6f708192a3b4c5d6e7f809
+# wait_for FILE PATTERN TENTHS: polls FILE for PATTERN; 0 when seen.
+wait_for() { i=0; while [ $i -lt "$3" ]; do grep -q "$2" "$1" 2>/dev/null && return 0; sleep 0.1; i=$((i + 1)); done; return 1; }
+# send_to VAR ARGS...: runs `piconet send` with ARGS (150 s at most), output in $VAR, exit status in $VAR_rc.
+send_to() { v=$1; shift; o=$(timeout 150 "$PICONET" send --key /tmp/bt-send.key --timeout 120 "$@" 2>&1); r=$?; eval "$v=\$o; ${v}_rc=$r"; }
+# finish_listener PID: lets a `listen --exit-after` end by itself (10 s at most), then its exit status.
+finish_listener() { i=0; while kill -0 "$1" 2>/dev/null && [ $i -lt 100 ]; do sleep 0.1; i=$((i + 1)); done; kill -INT "$1" 2>/dev/null; wait "$1"; }
+
+# CLI: LE advertising on hci0 found by `piconet browse --transport bluetooth` on hci1 (JSON),
+# with name, PSM and peer tag; `lost` after the advertiser stops (Ctrl-C removes the instance).
+if [ -x "$PICONET" ]; then
+  t=$(up)
+  "$PICONET" advertise --transport bluetooth --adapter hci0 --service hr-sensor --name vm-node-A --psm 131 \
+    --info peer=$PEER_ID > /tmp/cli-adv.log 2>&1 & ADV=$!
+  wait_for /tmp/cli-adv.log "advertising" 100 || { ko "advertise --transport bluetooth did not start"; cat /tmp/cli-adv.log; }
+  "$PICONET" browse --transport bluetooth --adapter hci1 --service hr-sensor --json --lost-after 6 --timeout 90 \
+    > /tmp/cli-browse.log 2>&1 & BR=$!
+  if wait_for /tmp/cli-browse.log '"event":"found".*vm-node-A' 400; then
+    found_at=$(up)
+    kill -INT $ADV; wait $ADV; arc=$?
+    stopped_at=$(up)
+    if wait_for /tmp/cli-browse.log '"event":"lost"' 400; then lost=1; else lost=0; fi
+    lost_at=$(up)
+  else
+    kill -INT $ADV; wait $ADV; arc=$?; lost=0; found_at=none; stopped_at=none; lost_at=none
+  fi
+  kill -INT $BR 2>/dev/null; wait $BR 2>/dev/null
+  sed 's/^/  browse| /' /tmp/cli-browse.log | head -n 8; sed 's/^/  advertise| /' /tmp/cli-adv.log
+  line=$(grep -m1 '"event":"found"' /tmp/cli-browse.log)
+  echo "$line" | grep -q '"name":"vm-node-A"' && echo "$line" | grep -q '"psm":131' \
+    && echo "$line" | grep -q '"peerTag":"1a2b"' && echo "$line" | grep -q '"transport":"bluetooth"' \
+    && ok "piconet browse --transport bluetooth found vm-node-A with PSM 131 and peer tag 1a2b (${t}s -> ${found_at}s)" \
+    || ko "piconet browse --transport bluetooth: no found line with name, PSM 131, peer tag"
+  [ $arc = 0 ] && grep -q "stopped; advertising removed" /tmp/cli-adv.log \
+    && ok "piconet advertise --transport bluetooth: Ctrl-C removed the advertising instance" || ko "advertise stop (exit $arc)"
+  [ $lost = 1 ] && ok "piconet browse --transport bluetooth: lost after the advertiser stopped (stopped ${stopped_at}s, lost ${lost_at}s, --lost-after 6)" \
+    || ko "piconet browse: no lost event after the advertiser stopped"
+else
+  SKIP=$((SKIP + 1)); echo "SKIP: piconet CLI browse/advertise over Bluetooth: $PICONET not built"
+fi
+
+# --transport any: one node advertised over mDNS (on the guest's own loopback, multicast
+# switched on: nothing leaves the VM) and over LE, with the same peer ID, is ONE peer with two
+# routes in `browse --transport any`; after it stops: the Wi-Fi goodbye leaves one route, then
+# LE silence makes it lost.
+if [ -x "$PICONET" ] && ip link set lo up 2>/dev/null && ip link set lo multicast on 2>/dev/null; then
+  "$PICONET" browse --transport any --adapter hci1 --interface lo --service hr-sensor --json --lost-after 6 --timeout 120 \
+    > /tmp/cli-any.log 2>&1 & BR=$!
+  "$PICONET" advertise --transport any --adapter hci0 --interface lo --service hr-sensor --name vm-both --port 5000 \
+    --psm 143 --info peer=$PEER_ID > /tmp/cli-any-adv.log 2>&1 & ADV=$!
+  if wait_for /tmp/cli-any.log '"name":"vm-both".*"transport":"wifi".*"transport":"bluetooth"' 450; then two=1; else two=0; fi
+  kill -INT $ADV; wait $ADV
+  if wait_for /tmp/cli-any.log '"event":"lost".*"name":"vm-both"' 400; then gone=1; else gone=0; fi
+  kill -INT $BR 2>/dev/null; wait $BR 2>/dev/null
+  sed 's/^/  browse any| /' /tmp/cli-any.log | head -n 8; sed 's/^/  advertise any| /' /tmp/cli-any-adv.log
+  n=$(grep -c '"name":"vm-both"' /tmp/cli-any.log)
+  found=$(grep -c '"event":"found".*"name":"vm-both"' /tmp/cli-any.log)
+  [ $two = 1 ] && [ "$found" = 1 ] && grep -q "\"peer\":\"$PEER_ID\"" /tmp/cli-any.log \
+    && ok "piconet browse --transport any: vm-both found once, then one peer with two routes (wifi + bluetooth, peer $PEER_ID)" \
+    || ko "browse --transport any: no single peer with both routes (found events: $found)"
+  # After the goodbye: an update down to one route (bluetooth), then lost.
+  one=$(grep '"event":"updated".*"name":"vm-both"' /tmp/cli-any.log | tail -n1 | grep -c '"transport":"wifi"')
+  [ $gone = 1 ] && [ "$one" = 0 ] \
+    && ok "piconet browse --transport any: Wi-Fi route gone first (still found over Bluetooth), then lost ($n events)" \
+    || ko "browse --transport any: route loss sequence (lost=$gone)"
+else
+  SKIP=$((SKIP + 2)); echo "SKIP: browse --transport any (no piconet binary, or lo cannot be made multicast in the guest)"
+fi
 
 btmgmt --index 0 advertising on >/dev/null 2>&1 || ko "btmgmt -i 0 advertising on"   # LE connects need an advertising target
 t=$(up)
@@ -72,6 +154,96 @@ if [ -x "$SESSION" ]; then
   done
 else
   SKIP=$((SKIP + 1)); echo "SKIP: session over L2CAP: $SESSION not built"
+fi
+
+# CLI sessions over L2CAP LE, one process per controller. The kernel's "advertising" setting
+# would hide our own advertising instance from scanners, so it goes off: `listen --service`
+# advertises (connectable) itself, which is also what an LE connect needs.
+if [ -x "$PICONET" ]; then
+  btmgmt --index 0 advertising off >/dev/null 2>&1
+  t=$(up)
+  "$PICONET" listen --transport bluetooth --adapter hci0 --psm 133 --service hr-sensor --name vm-listener \
+    --key /tmp/bt-listen.key --exit-after 20 > /tmp/cli-listen.log 2>&1 & L=$!
+  wait_for /tmp/cli-listen.log "listening on" 100 || ko "listen --transport bluetooth did not start"
+  send_to out1 --transport bluetooth --adapter hci1 --service hr-sensor --to vm-listener --message by-name --count 10; rc1=$out1_rc
+  send_to out2 --transport bluetooth --adapter hci1 --to "$A0/133" --message by-address --count 10; rc2=$out2_rc
+  finish_listener $L; lrc=$?
+  echo "$out1" | sed 's/^/  send by name| /'; echo "$out2" | sed 's/^/  send by address| /'
+  grep -vE ' (by-name|by-address) [2-9]$' /tmp/cli-listen.log | sed 's/^/  listen| /'
+  [ $rc1 = 0 ] && grep -q " by-name 10$" /tmp/cli-listen.log \
+    && ok "piconet send --transport bluetooth --to NAME (LE scan, then L2CAP): 10 reliable messages acknowledged and printed by listen" \
+    || ko "piconet send --transport bluetooth by name (exit $rc1)"
+  [ $rc2 = 0 ] && grep -q " by-address 10$" /tmp/cli-listen.log \
+    && ok "piconet send --transport bluetooth --to $A0/133: 10 reliable messages acknowledged and printed by listen" \
+    || ko "piconet send --transport bluetooth by address (exit $rc2)"
+  [ $lrc = 0 ] && grep -q "opened: MTU 1472" /tmp/cli-listen.log \
+    && ok "piconet listen --transport bluetooth: exit 0 after 20 messages (${t}s -> $(up)s), channels at MTU 1472" \
+    || ko "piconet listen --transport bluetooth (exit $lrc)"
+
+  # --transport any: one session over UDP and L2CAP at once (RoutedDatagramEndpoint). By name the
+  # sender takes whichever route it finds first (Wi-Fi preferred when both are known); by ADDR/PSM
+  # it must go over Bluetooth.
+  if ip link set lo up 2>/dev/null && ip link set lo multicast on 2>/dev/null; then
+    "$PICONET" listen --transport any --adapter hci0 --interface lo --psm 145 --service hr-sensor --name vm-any \
+      --key /tmp/bt-listen.key --exit-after 15 > /tmp/cli-listen-any.log 2>&1 & L=$!
+    wait_for /tmp/cli-listen-any.log "listening on" 100
+    udp=$(sed -n 's/^listening on 0\.0\.0\.0:\([0-9]*\) and .*/\1/p' /tmp/cli-listen-any.log)
+    send_to out1 --transport any --adapter hci1 --interface lo --service hr-sensor --to vm-any --message any-name --count 5
+    send_to out2 --transport any --adapter hci1 --to "$A0/145" --message any-bt --count 5
+    send_to out3 --transport any --adapter hci1 --address "127.0.0.1:$udp" --message any-udp --count 5
+    finish_listener $L; lrc=$?
+    echo "$out1" | sed 's/^/  send any by name| /'; echo "$out2" | sed 's/^/  send any by address| /'
+    echo "$out3" | sed 's/^/  send any over UDP| /'
+    grep -vE ' any-(name|bt|udp) [2-4]$' /tmp/cli-listen-any.log | sed 's/^/  listen any| /'
+    [ $out1_rc = 0 ] && [ $out2_rc = 0 ] && [ $out3_rc = 0 ] && [ $lrc = 0 ] && grep -q " any-name 5$" /tmp/cli-listen-any.log \
+      && grep -q " any-bt 5$" /tmp/cli-listen-any.log && grep -q " any-udp 5$" /tmp/cli-listen-any.log \
+      && ok "listen/send --transport any: one listener took 5 messages by name ($(echo "$out1" | grep -q 'over Bluetooth' && echo 'Bluetooth route' || echo 'Wi-Fi route')), 5 by $A0/145 (L2CAP) and 5 by 127.0.0.1:$udp (UDP)" \
+      || ko "listen/send --transport any (send exits $out1_rc/$out2_rc/$out3_rc, listen $lrc)"
+  else
+    SKIP=$((SKIP + 1)); echo "SKIP: listen/send --transport any: lo cannot be made multicast in the guest"
+  fi
+
+  # BT_SECURITY: set on both ends, read back, a connection attempted. Whatever the emulated
+  # controllers allow, the outcome must be either delivery or send's one-line typed error, in time.
+  psm=135
+  for sec in medium high fips; do
+    psm=$((psm + 2))
+    "$PICONET" listen --transport bluetooth --adapter hci0 --psm $psm --service hr-sensor --name "sec-$sec" \
+      --security $sec --key /tmp/bt-listen.key --exit-after 1 > /tmp/cli-sec.log 2>&1 & L=$!
+    wait_for /tmp/cli-sec.log "listening on" 100
+    readback=$(grep -o "security $sec (read back: [a-z0-9 ]*)" /tmp/cli-sec.log)
+    t=$(up)
+    send_to out --transport bluetooth --adapter hci1 --to "$A0/$psm" --security $sec --message "secure-$sec"; rc=$out_rc
+    took="${t}s -> $(up)s"
+    kill -INT $L 2>/dev/null; wait $L 2>/dev/null
+    grep "channel" /tmp/cli-sec.log | sed "s/^/  listen $sec| /"
+    echo "$out" | sed "s/^/  send $sec| /"
+    [ "$readback" = "security $sec (read back: $sec)" ] && ok "BT_SECURITY $sec set on the listener and read back" \
+      || ko "BT_SECURITY $sec read back: '$readback'"
+    if [ $rc = 0 ]; then
+      echo "$out" | grep -q "security $sec" && ok "BT_SECURITY $sec: connection allowed by the emulated controllers, message acknowledged ($took)" \
+        || ok "BT_SECURITY $sec: message acknowledged ($took)"
+    elif [ $rc = 1 ] && echo "$out" | grep -q "^piconet send: Bluetooth channel to .* failed: .*(security $sec)"; then
+      ok "BT_SECURITY $sec: refused by the emulated link, one-line typed error ($took): $(echo "$out" | grep '^piconet send: Bluetooth' | head -n1)"
+    else
+      ko "BT_SECURITY $sec: neither delivered nor the documented error (exit $rc, $took)"
+    fi
+  done
+  btmgmt --index 0 advertising on >/dev/null 2>&1
+
+  # No permission: mgmt commands that change the controller need CAP_NET_ADMIN; an
+  # unprivileged user gets one line that says what to do, and exit 1 (no hang, no crash).
+  for cmd in advertise browse; do
+    if [ $cmd = advertise ]; then args="--service hr-sensor --name nobody-node --adapter hci0"
+    else args="--service hr-sensor --adapter hci1 --timeout 20"; fi
+    out=$(timeout 30 setpriv --reuid=65534 --regid=65534 --clear-groups "$PICONET" $cmd --transport bluetooth $args 2>&1); rc=$?
+    echo "  nobody $cmd| $out"
+    [ $rc = 1 ] && [ "$(echo "$out" | wc -l)" = 1 ] && echo "$out" | grep -q "Permission Denied: run as root or give the binary CAP_NET_ADMIN" \
+      && ok "piconet $cmd --transport bluetooth as nobody: one-line permission error naming CAP_NET_ADMIN" \
+      || ko "piconet $cmd --transport bluetooth as nobody (exit $rc)"
+  done
+else
+  SKIP=$((SKIP + 5)); echo "SKIP: piconet CLI listen/send/security/permission over Bluetooth: $PICONET not built"
 fi
 
 # rfkill: a blocked adapter must give the one-line error naming `rfkill unblock bluetooth`.
