@@ -98,7 +98,7 @@ let package = Package(
         // Runtime: wiring and OS adapters.
         .target(name: "PiconetRuntime",
                 dependencies: ["PiconetPosix", "PiconetLights", "PiconetIndicators", "PiconetDiscovery", "PiconetSession",
-                               "PiconetSensors", "PiconetHub"],
+                               "PiconetSensors"],
                 swiftSettings: swift6),
 
         // Hub's HTTP face (runtime level: Hummingbird + Prometheus; only the hub links it).
@@ -118,7 +118,7 @@ let package = Package(
         .executableTarget(name: "piconet-node", dependencies: ["PiconetRuntime"],
                           swiftSettings: swift6, linkerSettings: smallBinary),
         .executableTarget(name: "piconet-hub",
-                          dependencies: ["PiconetRuntime", "PiconetHubServer", "PiconetStore",
+                          dependencies: ["PiconetRuntime", "PiconetHub", "PiconetHubServer", "PiconetStore",
                                          .product(name: "ArgumentParser", package: "swift-argument-parser")],
                           swiftSettings: swift6, linkerSettings: smallBinary),
 
