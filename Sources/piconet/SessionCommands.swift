@@ -389,7 +389,7 @@ struct SendCommand: ParsableCommand {
     var timeout: Int = 60
     @Option(help: "Display name.")
     var name: String?
-    @Option(help: "Bluetooth: link security asked of the channel: low, medium, high or fips (BT_SECURITY).")
+    @Option(help: "Bluetooth: link security asked of the channel: low, medium, high or fips (BT_SECURITY). A link that cannot reach it fails with 'link security X not reached' or, when pairing never answers, 'timed out'.")
     var security: String = "low"
     @OptionGroup var common: SessionCommonOptions
     @OptionGroup var radio: TransportOptions
@@ -523,7 +523,7 @@ struct SendCommand: ParsableCommand {
                 // A channel that fails before the session is up (refused, security, timeout): say so and stop,
                 // instead of letting the handshake retry into the invitation timeout.
                 if peer == nil, case let .closed(a, error?) = e {
-                    errorLine("piconet send: Bluetooth channel to \(a) failed: \(error) (security \(securityName(linkSecurity.rawValue)))")
+                    errorLine("piconet send: Bluetooth channel to \(a) failed: \(channelFailureText(error, security: linkSecurity))")
                     loop.stop()
                 }
             }
@@ -541,6 +541,13 @@ struct SendCommand: ParsableCommand {
                     errorLine("piconet send: \(e)")
                     loop.stop()
                 }
+                var bluetoothOnly: (peer: DiscoveredPeer, timer: TimerID)?
+                func inviteOverBluetooth(_ p: DiscoveredPeer) {
+                    guard !invited, let b = p.bluetooth else { return }
+                    emitLine("found \"\(p.name)\" over Bluetooth at \(b.endpoint)\(b.rssi.map { ", \($0) dBm" } ?? "")")
+                    invite(b.endpoint)
+                    pb.stop()
+                }
                 pb.onEvent = { action in
                     guard !invited else { return }
                     let p: DiscoveredPeer
@@ -554,12 +561,19 @@ struct SendCommand: ParsableCommand {
                     }
                     // Wi-Fi first (faster, no pairing), else the LE channel the peer advertised.
                     if let s = p.wifi, let h = s.addresses.lazy.compactMap({ a -> UInt32? in if case let .v4(v) = a { return v }; return nil }).first {
+                        if let pending = bluetoothOnly { loop.cancel(pending.timer) }
+                        emitLine("found \"\(p.name)\" over Wi-Fi at \(IPAddress.v4(h)):\(s.port)")
                         invite(.ipv4(host: h, port: s.port))
-                    } else if let b = p.bluetooth {
-                        emitLine("found \"\(p.name)\" over Bluetooth at \(b.endpoint)\(b.rssi.map { ", \($0) dBm" } ?? "")")
-                        invite(b.endpoint)
+                        pb.stop()
+                    } else if transport == .any {
+                        // Seen over LE first: give mDNS a moment to offer the faster route.
+                        if let pending = bluetoothOnly { loop.cancel(pending.timer) }
+                        bluetoothOnly = (p, loop.schedule(after: .milliseconds(1500)) {
+                            if let waiting = bluetoothOnly?.peer { inviteOverBluetooth(waiting) }
+                        })
+                    } else {
+                        inviteOverBluetooth(p)
                     }
-                    if invited { pb.stop() }
                 }
                 pb.start()
                 peerBrowser = pb

@@ -70,6 +70,20 @@ func securityName(_ level: UInt8?) -> String {
     }
 }
 
+/// Why an outbound L2CAP channel failed, in words a user can act on. The kernel answers a
+/// connect whose link cannot reach the asked BT_SECURITY level (pairing refused, MITM
+/// impossible without input/output, no Secure Connections) with EACCES; that is not a missing
+/// privilege, so it is named as what it is.
+func channelFailureText(_ error: TransportError, security: L2CAPSecurity) -> String {
+    if case .permissionDenied = error, security != .low {
+        return "link security \(securityName(security.rawValue)) not reached (pairing refused or impossible between these devices; EACCES)"
+    }
+    if error == .timedOut, security != .low {
+        return "timed out (security \(securityName(security.rawValue)): pairing never completed, e.g. no agent answered)"
+    }
+    return "\(error) (security \(securityName(security.rawValue)))"
+}
+
 /// `--psm`: an LE credit-based PSM (0x80-0xFF), decimal or 0x-hex.
 func parseLEPSM(_ text: String, command: String) throws -> UInt16 {
     let v = text.hasPrefix("0x") ? UInt16(text.dropFirst(2), radix: 16) : UInt16(text)
