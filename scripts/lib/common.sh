@@ -10,7 +10,7 @@ is_root() { [ "$(id -u)" = 0 ]; }
 PICONET_APT_PACKAGES=(
   pkg-config libbluetooth-dev libgpiod-dev gpiod libsqlite3-dev
   iproute2 nftables procps psmisc curl python3 python3-venv
-  mtools dosfstools fdisk e2fsprogs jq openssh-server openssh-client shellcheck sudo systemd  # flash-sd, provision, their stage (sudo path, systemd-analyze verify)
+  mtools dosfstools fdisk e2fsprogs jq openssh-server openssh-client shellcheck sudo systemd systemd-container  # flash-sd, provision, their stage (sudo path, systemd-analyze, nspawn board)
   gcc libc6-dev            # scripts/bench compiles its C baseline
   mosquitto libmosquitto-dev libcoap3-dev  # bench.d/80-mqtt, 81-coap: broker and C clients
   chromium sqlite3         # the main-job stage: browser test of the live page, history checks
