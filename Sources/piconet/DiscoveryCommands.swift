@@ -72,7 +72,7 @@ struct AdvertiseCommand: ParsableCommand {
     var host: String?
     @Option(help: "TTL in seconds of SRV/A records: how long a browser keeps us after a crash (default 120).")
     var ttl: String?
-    @Option(help: "Bluetooth: the LE L2CAP PSM to advertise, 128-255 (default 129).")
+    @Option(help: "Bluetooth: the L2CAP PSM to advertise: LE 128-255 (default 129), or BR/EDR odd >= 4097.")
     var psm: String?
     @OptionGroup var radio: TransportOptions
 
@@ -81,7 +81,7 @@ struct AdvertiseCommand: ParsableCommand {
         let transport = try radio.choice(cmd)
         guard let service else { throw usageFailure(cmd, "missing --service TYPE (e.g. --service hr-sensor)") }
         guard let name else { throw usageFailure(cmd, "missing --name NAME (the instance's display name)") }
-        let lePSM = try parseLEPSM(psm ?? "129", command: cmd)
+        let channel = try ChannelPSM(psm ?? "129", command: cmd)
         if psm != nil, !transport.usesBluetooth { throw usageFailure(cmd, "--psm needs --transport bluetooth or any") }
         let port = try parseNumber(port, "--port", command: cmd, range: UInt16(0)...UInt16.max) ?? 0
         let ttl = try parseNumber(ttl, "--ttl", command: cmd, range: UInt32(1)...UInt32(86_400)) ?? MDNS.hostRecordTTL
@@ -119,8 +119,8 @@ struct AdvertiseCommand: ParsableCommand {
             }
             if let adapter {
                 let tag = try DiscoveryInfo(pairs).string("peer").flatMap { PiconetServiceData.peerTag(peerIDHex: $0) }
-                let ad = try BluetoothAdvertisement(service: try ServiceType(service), psm: lePSM, name: name,
-                                                    flags: transport == .any ? [.acceptsInvitations, .alsoOnWiFi] : [.acceptsInvitations],
+                let ad = try BluetoothAdvertisement(service: try ServiceType(service), psm: channel.value, name: name,
+                                                    flags: channel.flags(transport == .any ? [.acceptsInvitations, .alsoOnWiFi] : [.acceptsInvitations]),
                                                     peerTag: tag)
                 le = try BluetoothAdvertiser(loop: loop, adapter: adapter, advertisement: ad)
             }

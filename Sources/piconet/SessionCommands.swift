@@ -111,7 +111,7 @@ struct ListenCommand: ParsableCommand {
     var json = false
     @Option(help: "Exit 0 after this many messages (for scripts).")
     var exitAfter: Int?
-    @Option(help: "Bluetooth: the LE L2CAP PSM to accept channels on, 128-255 (default 129).")
+    @Option(help: "Bluetooth: the L2CAP PSM to accept channels on: LE 128-255 (default 129), or BR/EDR odd >= 4097.")
     var psm: String?
     @Option(help: "Bluetooth: link security asked of incoming channels: low, medium, high or fips (BT_SECURITY).")
     var security: String = "low"
@@ -122,7 +122,7 @@ struct ListenCommand: ParsableCommand {
         let me = name ?? localHostName()
         let transport = try radio.choice("listen")
         let linkSecurity = try parseSecurity(security, command: "listen")
-        let lePSM = try parseLEPSM(psm ?? "129", command: "listen")
+        let channel = try ChannelPSM(psm ?? "129", command: "listen")
         let adapter = transport.usesBluetooth ? try radio.resolveAdapter("listen") : nil
         var config = SessionConfiguration(encryption: try common.preference("listen"))
         switch accept {
@@ -148,8 +148,9 @@ struct ListenCommand: ParsableCommand {
             if let adapter {
                 var bt = L2CAPDatagramEndpoint.Configuration()
                 bt.options.security = linkSecurity
+                bt.listenLE = channel.isLE
                 host = .bluetooth(try BluetoothSessionHost(
-                    loop: loop, adapter: adapter, listenPSM: lePSM, identity: identity, configuration: config,
+                    loop: loop, adapter: adapter, listenPSM: channel.value, identity: identity, configuration: config,
                     bluetoothConfiguration: bt, udpBind: transport == .any ? try UDPSessionHost.parseAddress(bind) : nil))
             } else {
                 host = .udp(try UDPSessionHost(loop: loop, bind: try UDPSessionHost.parseAddress(bind), identity: identity,
@@ -186,8 +187,8 @@ struct ListenCommand: ParsableCommand {
                 if let adapter {
                     let id = identity.peerID.bytes
                     let ad = try BluetoothAdvertisement(
-                        service: try ServiceType(service), psm: lePSM, name: me,
-                        flags: config.policy == .declineAll ? [] : (transport == .any ? [.acceptsInvitations, .alsoOnWiFi] : [.acceptsInvitations]),
+                        service: try ServiceType(service), psm: channel.value, name: me,
+                        flags: channel.flags(config.policy == .declineAll ? [] : (transport == .any ? [.acceptsInvitations, .alsoOnWiFi] : [.acceptsInvitations])),
                         peerTag: UInt16(id[0]) << 8 | UInt16(id[1]))
                     let le = try BluetoothAdvertiser(loop: loop, adapter: adapter, advertisement: ad)
                     le.onEvent = { e in

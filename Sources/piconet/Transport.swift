@@ -84,13 +84,33 @@ func channelFailureText(_ error: TransportError, security: L2CAPSecurity) -> Str
     return "\(error) (security \(securityName(security.rawValue)))"
 }
 
-/// `--psm`: an LE credit-based PSM (0x80-0xFF), decimal or 0x-hex.
-func parseLEPSM(_ text: String, command: String) throws -> UInt16 {
-    let v = text.hasPrefix("0x") ? UInt16(text.dropFirst(2), radix: 16) : UInt16(text)
-    guard let v, BluetoothAdvertisement.lePSMRange.contains(v) else {
-        throw cliFailure(command, "--psm must be an LE PSM in 128...255 (0x80-0xff), got \"\(text)\"", code: 2)
+/// `--psm`: an L2CAP PSM, decimal or 0x-hex. 128-255 is an LE credit-based channel; an odd
+/// PSM from 4097 (0x1001) with bit 8 clear is a BR/EDR channel (advertised with the
+/// `psmIsBREDR` flag, so scanners connect over BR/EDR).
+struct ChannelPSM {
+    var value: UInt16
+    var isLE: Bool
+
+    /// The advertisement flags for this PSM.
+    func flags(_ base: PiconetServiceData.Flags) -> PiconetServiceData.Flags { isLE ? base : base.union(.psmIsBREDR) }
+
+    init(_ text: String, command: String) throws {
+        let v = text.hasPrefix("0x") ? UInt16(text.dropFirst(2), radix: 16) : UInt16(text)
+        guard let v else { throw Self.bad(text, command) }
+        if BluetoothAdvertisement.lePSMRange.contains(v) {
+            self.value = v
+            isLE = true
+        } else if v >= 0x1001, v & 0x0101 == 0x0001 {
+            self.value = v
+            isLE = false
+        } else {
+            throw Self.bad(text, command)
+        }
     }
-    return v
+
+    private static func bad(_ text: String, _ command: String) -> ExitCode {
+        cliFailure(command, "--psm must be an LE PSM in 128...255 (0x80-0xff) or a BR/EDR PSM: odd, at least 4097 (0x1001), bit 8 clear; got \"\(text)\"", code: 2)
+    }
 }
 
 /// Prints `piconet <command>: <message>` on stderr; the caller throws the result (exit `code`).

@@ -204,6 +204,31 @@ if [ -x "$PICONET" ]; then
     SKIP=$((SKIP + 1)); echo "SKIP: listen/send --transport any: lo cannot be made multicast in the guest"
   fi
 
+  # A BR/EDR PSM: advertised over LE with the BR/EDR flag, so the sender finds it by name and
+  # opens a BR/EDR channel. Then --accept none: the channel is refused at the link (BT_DEFER_SETUP).
+  "$PICONET" listen --transport bluetooth --adapter hci0 --psm 4111 --service hr-sensor --name vm-bredr \
+    --key /tmp/bt-listen.key --exit-after 5 > /tmp/cli-listen-bredr.log 2>&1 & L=$!
+  wait_for /tmp/cli-listen-bredr.log "listening on" 100
+  send_to out --transport bluetooth --adapter hci1 --service hr-sensor --to vm-bredr --message bredr --count 5
+  finish_listener $L; lrc=$?
+  echo "$out" | sed 's/^/  send bredr| /'
+  grep -E "channel|listening| bredr 5$" /tmp/cli-listen-bredr.log | sed 's/^/  listen bredr| /'
+  [ $out_rc = 0 ] && [ $lrc = 0 ] && echo "$out" | grep -q "/bredr/psm 4111 opened" && grep -q " bredr 5$" /tmp/cli-listen-bredr.log \
+    && ok "listen --psm 4111 (BR/EDR) found by name over LE, 5 messages over a BR/EDR channel" \
+    || ko "BR/EDR listen/send by name (send $out_rc, listen $lrc)"
+
+  "$PICONET" listen --transport bluetooth --adapter hci0 --psm 147 --service hr-sensor --name vm-closed \
+    --accept none --key /tmp/bt-listen.key > /tmp/cli-listen-none.log 2>&1 & L=$!
+  wait_for /tmp/cli-listen-none.log "listening on" 100
+  send_to out --transport bluetooth --adapter hci1 --to "$A0/147" --message nope
+  kill -INT $L 2>/dev/null; wait $L
+  echo "$out" | sed 's/^/  send to --accept none| /'
+  grep "refused" /tmp/cli-listen-none.log | sed 's/^/  listen --accept none| /'
+  [ $out_rc = 1 ] && echo "$out" | grep -q "^piconet send: Bluetooth channel to .* failed: connection refused" \
+    && grep -q "refused at the link: not admitted" /tmp/cli-listen-none.log \
+    && ok "listen --accept none: the L2CAP channel refused at the link, send says 'connection refused'" \
+    || ko "--accept none over Bluetooth (send exit $out_rc)"
+
   # BT_SECURITY: set on both ends, read back, a connection attempted. Whatever the emulated
   # controllers allow, the outcome must be either delivery or send's one-line typed error, in time.
   psm=135
