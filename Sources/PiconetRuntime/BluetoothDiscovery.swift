@@ -34,6 +34,11 @@ public final class BluetoothAdvertiser {
     private let management: BluetoothManagement
     public var onEvent: ((BluetoothAdvertiserEvent) -> Void)?
     public private(set) var isAdvertising = false
+    private var stopped = false
+    /// Add Advertising sent, not answered yet: `stop` must still remove the instance.
+    private var adding = false
+    /// Whether the kernel holds (or is about to hold) our instance: `stop` has work to do.
+    public var needsRemoval: Bool { isAdvertising || adding }
 
     public init(loop: EpollLoop, adapter: BluetoothAdapter, advertisement: BluetoothAdvertisement,
                 instance: UInt8 = 1) throws(BluetoothError) {
@@ -45,10 +50,14 @@ public final class BluetoothAdvertiser {
     }
 
     public func start() {
+        adding = true
         management.addAdvertising(index: UInt16(adapter.index), instance: instance,
                                   advertisingData: advertisement.advertisingData,
                                   scanResponse: advertisement.scanResponse, connectable: true) { [weak self] r in
+            // Stopped while the command was pending: its answer (or the close's "Disconnected") is moot.
             guard let self else { return }
+            self.adding = false
+            guard !self.stopped else { return }
             switch r {
             case .success:
                 self.isAdvertising = true
@@ -62,6 +71,7 @@ public final class BluetoothAdvertiser {
     /// Removes the instance, then calls `done` (at once if it was not advertising; after at
     /// most 2 s if the kernel does not answer), and closes the socket.
     public func stop(done: @escaping () -> Void = {}) {
+        stopped = true
         var finished = false
         let finish: () -> Void = { [management] in
             guard !finished else { return }
@@ -69,7 +79,7 @@ public final class BluetoothAdvertiser {
             management.close()
             done()
         }
-        guard isAdvertising else { finish(); return }
+        guard needsRemoval else { finish(); return }
         isAdvertising = false
         let guardTimer = loop.schedule(after: .seconds(2)) { finish() }
         management.removeAdvertising(index: UInt16(adapter.index), instance: instance) { [loop] _ in
@@ -125,7 +135,9 @@ public final class BluetoothScanner {
 
     private func startScan() {
         management.startDiscovery(index: UInt16(adapter.index)) { [weak self] r in
-            guard let self, case let .failure(e) = r else { return }
+            // A command still pending when the scanner was stopped or closed completes with a
+            // failure (closing the socket answers it "Disconnected"): not news to anyone.
+            guard let self, self.driver?.isRunning == true, case let .failure(e) = r else { return }
             switch e.status {
             case .busy, ManagementStatus(rawValue: 0x03):  // Busy, Failed: someone else is scanning; try again
                 self.retriedFailures += 1
@@ -146,8 +158,8 @@ public final class BluetoothScanner {
 
     public func close() {
         stop()
-        management.close()
         driver = nil
+        management.close()
     }
 }
 

@@ -294,7 +294,7 @@ struct ListenCommand: ParsableCommand {
             throw fail("listen", "\(error)", code: 1)
         }
         advertiser?.stop()
-        if let leAdvertiser, leAdvertiser.isAdvertising {
+        if let leAdvertiser, leAdvertiser.needsRemoval {
             // The LE instance outlives our socket: remove it (bounded at 2 s) before leaving.
             leAdvertiser.stop { loop.stop() }
             try? loop.run()
