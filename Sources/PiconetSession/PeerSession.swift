@@ -92,6 +92,9 @@ public final class PeerSession {
 
     public func disconnect(_ peer: PeerID) { perform(machine.disconnect(peer, now: loop.now)) }
 
+    /// Withdraws an outgoing invitation that has no answer yet (see `SessionMachine.cancelInvitation`).
+    public func cancelInvitation(_ id: InvitationID) { perform(machine.cancelInvitation(id, now: loop.now)) }
+
     /// Closes every link, cancels the timer, finishes `events`. The endpoint stays open (the caller owns it).
     public func close() {
         perform(machine.close(now: loop.now))

@@ -154,6 +154,27 @@ public struct SessionMachine {
         return (id, take())
     }
 
+    /// Withdraws an outgoing invitation that has no answer yet.
+    ///
+    /// For when the application knows it is aimed at the wrong place: the peer was
+    /// rediscovered at another address or port (it restarted), so waiting out the
+    /// invitation timeout would only delay the one that can succeed. Ends with
+    /// `.invitationFinished(id, .failed("cancelled"))`; a peer that already saw the
+    /// invitation gets a close frame. An unknown or finished invitation: no actions.
+    public mutating func cancelInvitation(_ id: InvitationID, now: Instant) -> [SessionAction] {
+        guard !id.isIncoming,
+              let index = links.first(where: { $0.value.initiator && $0.value.invitationID == id.rawValue
+                                              && ($0.value.phase == .handshaking || $0.value.phase == .inviting) })?.key,
+              var l = links[index]
+        else { return [] }
+        finishInvitation(l, .failed("cancelled"))
+        if l.phase == .inviting { sendSealed(CloseFrame(reason: .normal), type: .close, link: &l, now: now) }
+        links[index] = l
+        removeLink(index)
+        reconcile()
+        return take()
+    }
+
     /// Answers an invitation reported by `.invitationReceived`.
     public mutating func respond(to id: InvitationID, accept: Bool, now: Instant) throws(SessionError) -> [SessionAction] {
         guard id.isIncoming,

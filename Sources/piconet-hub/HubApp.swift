@@ -29,6 +29,11 @@ final class HubApp {
     var discovered: [PeerID: DiscoveredService] = [:]
     var invitations: [PeerID: InvitationID] = [:]
     var retryAt: [PeerID: Instant] = [:]
+    /// Where each node was invited (kept while its session lives). A node rediscovered
+    /// elsewhere — it restarted on a new port, or its address changed — has its stale
+    /// invitation withdrawn or its stale session closed and is invited again at once,
+    /// instead of after the invitation timeout or the session's resume window (~30 s).
+    var targets: [PeerID: EndpointAddress] = [:]
     /// `--invite ask`: nodes a person said yes / no to, and the questions waiting, oldest first.
     var approved: Set<PeerID> = []
     var refused: Set<PeerID> = []
@@ -138,6 +143,17 @@ final class HubApp {
             guard let idText = s.info.string("id"), let peer = PeerID(hex: idText) else { return }
             discovered[peer] = s
             names[peer] = s.name
+            if let target = targets[peer], !Self.service(s, reaches: target) {
+                targets[peer] = nil
+                retryAt[peer] = nil
+                if let id = invitations[peer] {
+                    invitations[peer] = nil   // forgotten first: its `.failed("cancelled")` is not retried later
+                    session.cancelInvitation(id)
+                } else if session.state(of: peer) != .notConnected {
+                    if !inPlace { Console.out("piconet-hub: \(s.name) moved to port \(s.port): closing its old session\n") }
+                    session.disconnect(peer)
+                }
+            }
             inviteIfNeeded(peer)
         case let .lost(s):
             if let (peer, _) = discovered.first(where: { $0.value.name == s.name }) { discovered[peer] = nil }
@@ -155,11 +171,26 @@ final class HubApp {
             return
         }
         if let t = retryAt[peer], loop.now < t { return }
-        guard let v4 = s.addresses.compactMap({ a -> UInt32? in if case let .v4(h) = a { return h }; return nil }).first else { return }
+        guard let target = Self.target(of: s) else { return }
         do {
-            invitations[peer] = try session.invite(.ipv4(host: v4, port: s.port), context: Array(settings.name.utf8))
+            invitations[peer] = try session.invite(target, context: Array(settings.name.utf8))
+            targets[peer] = target
         } catch {
             Console.err("piconet-hub: cannot invite \(s.name): \(error)\n")
+        }
+    }
+
+    /// The session address a discovered node is invited at: its first IPv4 address and port.
+    static func target(of s: DiscoveredService) -> EndpointAddress? {
+        guard let v4 = s.addresses.compactMap({ a -> UInt32? in if case let .v4(h) = a { return h }; return nil }).first else { return nil }
+        return .ipv4(host: v4, port: s.port)
+    }
+
+    /// Whether `target` is still one of the service's addresses (any of them, in any order).
+    static func service(_ s: DiscoveredService, reaches target: EndpointAddress) -> Bool {
+        s.addresses.contains { a in
+            if case let .v4(h) = a { return target == .ipv4(host: h, port: s.port) }
+            return false
         }
     }
 
@@ -190,9 +221,11 @@ final class HubApp {
         case let .received(bytes, from, _):
             ingest(bytes, from: from)
         case let .invitationFinished(id, outcome):
+            // A withdrawn invitation was already forgotten above: nothing to retry.
             guard let (peer, _) = invitations.first(where: { $0.value == id }) else { return }
             invitations[peer] = nil
             if case .accepted = outcome { return }
+            targets[peer] = nil
             if !inPlace { Console.out("piconet-hub: invitation to \(names[peer] ?? peer.description) \(outcome)\n") }
             retryAt[peer] = loop.now + Self.inviteRetry
             loop.schedule(after: Self.inviteRetry) { [weak self] in self?.inviteIfNeeded(peer) }

@@ -489,3 +489,48 @@ final class PipeEndpoint: MessageEndpoint {
 
     func close() { other = nil }
 }
+
+@Suite struct InvitationCancelTests {
+    /// A node restarted at a new port: the invitation aimed at the old one is withdrawn
+    /// and the new one succeeds at once instead of after the old one's timeout.
+    @Test func cancelWhileHandshakingFreesThePeerForANewInvitation() throws {
+        let h = Harness(seed: 31)
+        let hub = try h.add("hub")
+        let node = try h.add("node")
+        let gone = EndpointAddress.memory(node: 99, port: 7000)  // where the node used to be: nobody answers
+        let stale = try hub.session.invite(gone, context: [], timeout: .seconds(30))
+        h.run(.seconds(1))
+        #expect(hub.outcomes[stale] == nil, "still waiting for an answer that will never come")
+        hub.session.cancelInvitation(stale)
+        #expect(hub.outcomes[stale] == .failed("cancelled"))
+        let fresh = try hub.session.invite(node.address, context: [])
+        h.run(.milliseconds(300))
+        #expect(hub.outcomes[fresh] == .accepted(node.peerID))
+        #expect(hub.session.state(of: node.peerID) == .connected)
+        // Cancelling again, or an invitation that already finished, changes nothing.
+        let before = hub.events.count
+        hub.session.cancelInvitation(stale)
+        hub.session.cancelInvitation(fresh)
+        #expect(hub.events.count == before)
+        #expect(hub.session.state(of: node.peerID) == .connected)
+    }
+
+    @Test func cancelWhileThePeerDecidesTellsThePeer() throws {
+        let h = Harness(seed: 32)
+        let hub = try h.add("hub")
+        let node = try h.add("node", SessionConfiguration(policy: .ask))
+        let id = try hub.session.invite(node.address, context: [], timeout: .seconds(30))
+        h.run(.milliseconds(200))
+        let request = try #require(node.requests.first)
+        #expect(hub.session.state(of: node.peerID) == .connecting)
+        hub.session.cancelInvitation(id)
+        h.run(.milliseconds(200))
+        #expect(hub.outcomes[id] == .failed("cancelled"))
+        #expect(hub.session.state(of: node.peerID) == .notConnected)
+        #expect(node.session.state(of: hub.peerID) != .connected)
+        #expect(throws: SessionError.self) { try node.session.respond(to: request.id, accept: true) }
+        h.run(.seconds(1))
+        #expect(node.session.state(of: hub.peerID) == .notConnected, "the withdrawn invitation leaves no half-open link")
+        #expect(hub.session.state(of: node.peerID) == .notConnected)
+    }
+}
