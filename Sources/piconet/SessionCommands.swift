@@ -214,30 +214,22 @@ struct ListenCommand: ParsableCommand {
         let limit = exitAfter
         var received = 0
         // --accept ask: questions on stdout, answers (y/n lines) on stdin, oldest question first.
+        // LineInput watches stdin on the loop and bounds a line (a pasted blob cannot grow memory).
         var questions: [InvitationRequest] = []
-        var typed: [UInt8] = []
-        var stdinRegistration: Registration?
+        var answers: LineInput?
         if config.policy == .ask {
-            stdinRegistration = try? loop.register(FileDescriptor(rawValue: 0), interest: .read) { _ in
-                var buf = [UInt8](repeating: 0, count: 256)
-                let n = read(0, &buf, buf.count)
-                if n <= 0 {
-                    // End of input: nobody is left to answer; decline what is waiting.
-                    for q in questions { try? host.session.respond(to: q.id, accept: false) }
-                    questions = []
-                    if let r = stdinRegistration { loop.deregister(r) }
-                    stdinRegistration = nil
-                    return
-                }
-                typed += buf[0..<n]
-                while let nl = typed.firstIndex(of: 10) {
-                    let answer = typed[..<nl].first.map { $0 == UInt8(ascii: "y") || $0 == UInt8(ascii: "Y") } ?? false
-                    typed.removeFirst(nl + 1)
-                    guard !questions.isEmpty else { continue }
-                    try? host.session.respond(to: questions.removeFirst().id, accept: answer)
-                }
+            answers = try? LineInput(loop: loop)
+            answers?.onLine = { line in
+                guard !questions.isEmpty else { return }
+                let yes = line.first == "y" || line.first == "Y"
+                try? host.session.respond(to: questions.removeFirst().id, accept: yes)
             }
-            if stdinRegistration == nil { errorLine("piconet listen: stdin cannot be watched; invitations will time out") }
+            answers?.onEnd = {
+                // End of input: nobody is left to answer; decline what is waiting.
+                for q in questions { try? host.session.respond(to: q.id, accept: false) }
+                questions = []
+            }
+            if answers == nil { errorLine("piconet listen: stdin cannot be watched; invitations will time out") }
         }
         let securityNote: String
         if case let .bluetooth(h) = host {
