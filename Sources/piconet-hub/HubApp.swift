@@ -14,13 +14,22 @@ import PiconetStore
 ///
 /// The HTTP server (Hummingbird) runs on its own threads and only ever sees
 /// immutable snapshots handed over through `HubFeed`.
+///
+/// `--transport bluetooth|any`: the session also runs over L2CAP (`BluetoothSessionHost`)
+/// and discovery is `PeerBrowser` (LE scanning, plus mDNS with `any`); see HubBluetooth.swift.
 final class HubApp {
     let settings: HubSettings
     let loop: EpollLoop
     let identity: PeerIdentity
-    let endpoint: UDPEndpoint
+    /// The UDP socket (`wifi`, `any`); nil over Bluetooth only.
+    let udp: UDPEndpoint?
+    /// The L2CAP side (`bluetooth`, `any`).
+    let bluetooth: BluetoothSessionHost?
     let session: PeerSession
     var browser: ServiceBrowser?
+    /// `--transport bluetooth|any`: LE (and mDNS) discovery merged, instead of `browser`.
+    var peerBrowser: PeerBrowser?
+    var bluetoothNodes = HubBluetoothNodes()
     var aggregator: Aggregator
     let recorder: HistoryRecorder
     let feed = HubFeed()
@@ -63,22 +72,40 @@ final class HubApp {
         self.settings = settings
         loop = try EpollLoop()
         identity = try SessionIdentityFile.loadOrCreate(path: settings.identityPath, displayName: settings.name)
-        endpoint = try UDPEndpoint(loop: loop, bindTo: .ipv4(0, 0, 0, 0, port: 0))
+        let profile: BoardProfile?
+        if settings.board != "none" {
+            let catalog = try BoardCatalog(directory: settings.boardsDirectory ?? BoardCatalog.defaultDirectory() ?? "/etc/piconet/boards")
+            guard let p = catalog.profile(id: settings.board) else {
+                throw HubSettings.Invalid(description: "unknown board '\(settings.board)'; known: \(catalog.profiles.map(\.id).joined(separator: ", "))")
+            }
+            profile = p
+        } else {
+            profile = nil
+        }
         var config = SessionConfiguration()
         config.policy = .declineAll          // the hub invites; it does not take invitations
         config.encryption = settings.encryption
-        session = PeerSession(identity: identity, configuration: config, endpoint: endpoint, loop: loop,
-                              seed: UInt64(truncatingIfNeeded: WallClock.nanosecondsSinceEpoch()))
+        if settings.transport.usesBluetooth {
+            let adapter = try RadioTransport.adapter(settings.adapter, board: profile?.bluetoothAdapter)
+            // No listen PSM: the hub only dials the channels its invitations go over.
+            let host = try BluetoothSessionHost(loop: loop, adapter: adapter, listenPSM: nil, identity: identity, configuration: config,
+                                                udpBind: settings.transport == .any ? .ipv4(0, 0, 0, 0, port: 0) : nil)
+            bluetooth = host
+            udp = host.udp
+            session = host.session
+        } else {
+            let endpoint = try UDPEndpoint(loop: loop, bindTo: .ipv4(0, 0, 0, 0, port: 0))
+            bluetooth = nil
+            udp = endpoint
+            session = PeerSession(identity: identity, configuration: config, endpoint: endpoint, loop: loop,
+                                  seed: UInt64(truncatingIfNeeded: WallClock.nanosecondsSinceEpoch()))
+        }
         aggregator = Aggregator(configuration: settings.hub)
         recorder = HistoryRecorder(path: settings.databasePath,
                                    retention: RetentionPolicy(rawSamples: .seconds(Int64(settings.retentionDays) * 86_400)))
         wallOffset = WallClock.secondsSinceEpoch() - loop.now.seconds
         inPlace = Console.stdoutIsTerminal && !settings.plain && !settings.askBeforeInviting
-        if settings.board != "none" {
-            let catalog = try BoardCatalog(directory: settings.boardsDirectory ?? BoardCatalog.defaultDirectory() ?? "/etc/piconet/boards")
-            guard let profile = catalog.profile(id: settings.board) else {
-                throw HubSettings.Invalid(description: "unknown board '\(settings.board)'; known: \(catalog.profiles.map(\.id).joined(separator: ", "))")
-            }
+        if let profile {
             // A hub whose LEDs fail keeps aggregating; the fault is reported once.
             lights = BoardLights.openOrSimulate(profile: profile, loop: loop, log: { Console.err("piconet-hub: \($0)\n") }).lights
         } else {
@@ -89,10 +116,19 @@ final class HubApp {
     func wall(_ t: Instant) -> Double { t.seconds + wallOffset }
 
     func run() throws {
-        Console.out("piconet-hub: identity \(identity.peerID), session port \(endpoint.localAddress.port), \(recorder.statusLine)\n")
+        let sessionText = (udp.map { "session port \($0.localAddress.port)" } ?? "")
+            + (bluetooth.map { "\(udp == nil ? "" : " and ")Bluetooth \($0.bluetooth.adapter.name) (\($0.bluetooth.adapter.address))" } ?? "")
+        Console.out("piconet-hub: identity \(identity.peerID), \(sessionText), \(recorder.statusLine)\n")
         session.onEvent = { [unowned self] in self.handle($0) }
-        browser = try Discovery.browse(on: loop, serviceType: settings.service, interfaces: settings.interfaces) { [unowned self] e in
-            self.discovery(e)
+        if let bluetooth {
+            bluetooth.bluetooth.onChannelEvent = { [unowned self] e in
+                if !self.inPlace { Console.out("piconet-hub: bluetooth: \(e)\n") }
+            }
+            try startPeerBrowser(adapter: bluetooth.bluetooth.adapter)
+        } else {
+            browser = try Discovery.browse(on: loop, serviceType: settings.service, interfaces: settings.interfaces) { [unowned self] e in
+                self.discovery(e)
+            }
         }
         if let host = settings.httpHost {
             let server = HubHTTPServer(feed: feed)
@@ -125,11 +161,13 @@ final class HubApp {
         if let e = recorder.flush() { Console.err("piconet-hub: history not saved on exit: \(e)\n") }
         if let path = settings.latencyReport { writeLatencyReport(path) }
         recorder.store?.close()
+        if let failure = bluetoothNodes.failure { throw HubSettings.Invalid(description: failure) }
     }
 
     func shutdown() {
         refreshTimer?.cancel()
         browser?.stop()
+        peerBrowser?.stop()
         session.close()
         lights?.close()
         loop.schedule(after: .milliseconds(50)) { [unowned self] in self.loop.stop() }
@@ -221,6 +259,7 @@ final class HubApp {
         case let .received(bytes, from, _):
             ingest(bytes, from: from)
         case let .invitationFinished(id, outcome):
+            if bluetoothInvitationFinished(id, outcome) { return }
             // A withdrawn invitation was already forgotten above: nothing to retry.
             guard let (peer, _) = invitations.first(where: { $0.value == id }) else { return }
             invitations[peer] = nil
@@ -232,6 +271,7 @@ final class HubApp {
         case let .peerStateChanged(peer, state):
             if !inPlace { Console.out("piconet-hub: \(names[peer] ?? peer.description) \(state)\n") }
             if state == .notConnected {
+                bluetoothPeerLeft(peer)
                 loop.schedule(after: .seconds(1)) { [weak self] in self?.inviteIfNeeded(peer) }
             }
             lights?.driver.show(session.connectedPeers.isEmpty ? .advertising : .paired)

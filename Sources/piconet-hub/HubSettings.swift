@@ -25,10 +25,14 @@ struct HubSettings {
     var boardsDirectory: String?
     /// Where to write end-to-end latency percentiles on exit (benchmarks), or nil.
     var latencyReport: String?
+    /// Wi-Fi (mDNS + UDP), Bluetooth (LE scanning + L2CAP) or both.
+    var transport: RadioTransport = .wifi
+    /// `--adapter` (hciN, N or an address); nil: the board profile's, else the first one up.
+    var adapter: String?
 
     static let knownKeys: Set<String> = ["name", "role", "service", "interfaces", "stateDirectory", "identity", "invite",
                                          "allowList", "http", "db", "maxHeartRate", "retentionDays", "encryption",
-                                         "board", "gpioChip", "boardsDirectory"]
+                                         "board", "gpioChip", "boardsDirectory", "transport", "adapter"]
 
     struct Invalid: Error, CustomStringConvertible { var description: String }
 
@@ -85,6 +89,11 @@ struct HubSettings {
         s.latencyReport = c.latencyReport
         s.board = try c.board ?? file?.string("board") ?? "none"
         s.boardsDirectory = try c.boardsDir ?? file?.string("boardsDirectory")
+        s.adapter = try c.adapter ?? file?.string("adapter")
+        let transportText = try c.transport ?? file?.string("transport") ?? "wifi"
+        do throws(RadioTransport.Invalid) {
+            s.transport = try RadioTransport.parse(transportText, adapter: s.adapter)
+        } catch { throw Invalid(description: error.description) }
         return s
     }
 }

@@ -15,7 +15,8 @@ struct HubCommand: ParsableCommand {
         Example (one-machine demo): piconet-hub --interface lo --http 127.0.0.1:8080 --db /tmp/hub.sqlite
         HTTP: GET /  (live page)   /api/nodes   /api/nodes/{id}/series?window=10s|60s|session   /metrics
         Config file keys (JSON object): name, role, service, interfaces, stateDirectory, identity, invite,
-        allowList, http, db, maxHeartRate, retentionDays, encryption, board, gpioChip.
+        allowList, http, db, maxHeartRate, retentionDays, encryption, board, gpioChip, transport, adapter.
+        Bluetooth: piconet-hub --transport bluetooth --adapter hci0 (LE scanning, invitations over L2CAP).
         """)
 
     @Option(help: "JSON config file (e.g. /etc/piconet/hub.json).")
@@ -47,6 +48,10 @@ struct HubCommand: ParsableCommand {
     @Option(help: ArgumentHelp("Write end-to-end latency (node batch made → aggregated) percentiles to this file on exit.",
                                discussion: "Meaningful when hub and nodes share one machine's monotonic clock (benchmarks)."))
     var latencyReport: String?
+    @Option(help: "wifi (mDNS + UDP, the default), bluetooth (LE scanning + L2CAP), or any (both; a node on both is invited over Wi-Fi).")
+    var transport: String?
+    @Option(help: "Bluetooth adapter: hciN, N or its address (default: the board profile's, else the first one that is up).")
+    var adapter: String?
     @Option(help: "Stop after this many seconds (0 = run until SIGINT/SIGTERM).")
     var duration: Double = 0
     @Flag(help: "Plain lines instead of the in-place table, even on a terminal.")

@@ -5,9 +5,14 @@ import PiconetPosix
 import PiconetRuntime
 import PiconetSensors
 import PiconetSession
+import PiconetWire
 
 /// The node's wiring on one epoll loop: session socket, mDNS advertiser,
 /// simulated wearable → batcher → session, LEDs and button.
+///
+/// `--transport bluetooth|any`: the session also runs over L2CAP (`BluetoothSessionHost`,
+/// listening on `--psm`) and the node advertises over LE (service hash, PSM, name, peer
+/// tag); the hub's invitation arrives over the channel and meets the same consent policy.
 ///
 /// Wake-ups: one timer per batch period (250 ms) while a hub is connected,
 /// one per summary (5 s), plus the session's keep-alives; nothing while
@@ -16,11 +21,17 @@ final class NodeApp {
     let settings: NodeSettings
     let loop: EpollLoop
     let identity: PeerIdentity
-    let endpoint: UDPEndpoint
+    /// The UDP socket (`wifi`, `any`); nil over Bluetooth only.
+    let udp: UDPEndpoint?
+    /// The L2CAP side (`bluetooth`, `any`).
+    let bluetooth: BluetoothSessionHost?
     let session: PeerSession
     /// The trust-on-first-use file, with `--accept tofu` only.
     let trust: TrustStoreKeeper?
     var advertiser: ServiceAdvertiser?
+    var leAdvertiser: BluetoothAdvertiser?
+    /// Set when a radio failed after start (e.g. LE advertising refused): `run` throws it.
+    var failure: NodeSettings.Invalid?
     let lights: BoardLights?
     var wearable: SimulatedWearable
     var batcher: SampleBatcher
@@ -29,6 +40,7 @@ final class NodeApp {
     var streamTimer: RepeatingTimer?
     var summaryTimer: RepeatingTimer?
     var sent = (batches: 0, dropped: 0, summaries: 0)
+    var stopping = false
 
     static let batchPeriod: Duration = .milliseconds(250)
     static let summaryPeriod: Duration = .seconds(5)
@@ -37,12 +49,37 @@ final class NodeApp {
         self.settings = settings
         loop = try EpollLoop()
         identity = try SessionIdentityFile.loadOrCreate(path: settings.identityPath, displayName: settings.name)
-        endpoint = try UDPEndpoint(loop: loop, bindTo: .ipv4(0, 0, 0, 0, port: settings.port))
+        let profile: BoardProfile?
+        if settings.board != "none" {
+            let catalog = try BoardCatalog(directory: settings.boardsDirectory ?? BoardCatalog.defaultDirectory() ?? "/etc/piconet/boards")
+            guard let p = catalog.profile(id: settings.board) else {
+                throw NodeSettings.Invalid(description: "unknown board '\(settings.board)'; known: \(catalog.profiles.map(\.id).joined(separator: ", "))")
+            }
+            profile = p
+        } else {
+            profile = nil
+        }
         var config = SessionConfiguration()
         config.policy = settings.policy
         config.encryption = settings.encryption
-        session = PeerSession(identity: identity, configuration: config, endpoint: endpoint, loop: loop,
-                              seed: settings.seed ^ 0x9E37_79B9)
+        if settings.transport.usesBluetooth {
+            let adapter = try RadioTransport.adapter(settings.adapter, board: profile?.bluetoothAdapter)
+            let host = try BluetoothSessionHost(
+                loop: loop, adapter: adapter, listenPSM: settings.psm, identity: identity, configuration: config,
+                udpBind: settings.transport == .any ? .ipv4(0, 0, 0, 0, port: settings.port) : nil)
+            // BT_DEFER_SETUP: refusing everyone is decided at the link; every finer policy needs
+            // the hub's identity, which only the invitation inside the channel carries.
+            if settings.policy == .declineAll { host.bluetooth.admit = { _ in false } }
+            bluetooth = host
+            udp = host.udp
+            session = host.session
+        } else {
+            let endpoint = try UDPEndpoint(loop: loop, bindTo: .ipv4(0, 0, 0, 0, port: settings.port))
+            bluetooth = nil
+            udp = endpoint
+            session = PeerSession(identity: identity, configuration: config, endpoint: endpoint, loop: loop,
+                                  seed: settings.seed ^ 0x9E37_79B9)
+        }
         trust = settings.policy == .trustOnFirstUse ? try TrustStoreKeeper(path: settings.trustStorePath, session: session) : nil
         wearable = SimulatedWearable(seed: settings.seed, start: loop.now, configuration: {
             var c = SimulatedWearable.Configuration()
@@ -51,11 +88,7 @@ final class NodeApp {
             return c
         }())
         batcher = SampleBatcher(epoch: UInt16(truncatingIfNeeded: WallClock.nanosecondsSinceEpoch() >> 20))
-        if settings.board != "none" {
-            let catalog = try BoardCatalog(directory: settings.boardsDirectory ?? BoardCatalog.defaultDirectory() ?? "/etc/piconet/boards")
-            guard let profile = catalog.profile(id: settings.board) else {
-                throw NodeSettings.Invalid(description: "unknown board '\(settings.board)'; known: \(catalog.profiles.map(\.id).joined(separator: ", "))")
-            }
+        if let profile {
             lights = BoardLights.openOrSimulate(profile: profile, loop: loop, log: { Console.err("piconet-node: \($0)\n") }).lights
         } else {
             lights = nil
@@ -70,33 +103,66 @@ final class NodeApp {
 
     func run() throws {
         session.onEvent = { [unowned self] in self.handle($0) }
-        let info: [(String, String?)] = [
+        var info: [(String, String?)] = [
             ("v", "1"), ("id", identity.peerID.description), ("board", settings.board),
             ("caps", "hr,motion"), ("profile", settings.profile.name),
         ]
-        advertiser = try Discovery.advertise(on: loop, serviceType: settings.service, instanceName: settings.name,
-                                             info: info, port: endpoint.localAddress.port, interfaces: settings.interfaces) { [unowned self] e in
-            self.log("discovery: \(e)")
+        // `peer` is the key browsers match an LE advertiser's peer tag against (one node, two routes).
+        if settings.transport == .any { info.append(("peer", identity.peerID.description)) }
+        if let udp {
+            advertiser = try Discovery.advertise(on: loop, serviceType: settings.service, instanceName: settings.name,
+                                                 info: info, port: udp.localAddress.port, interfaces: settings.interfaces) { [unowned self] e in
+                self.log("discovery: \(e)")
+            }
+            log("advertising \(settings.service) as '\(settings.name)' on UDP port \(udp.localAddress.port)")
         }
+        if let bluetooth { try advertiseOverLE(bluetooth) }
         lights?.driver.show(.advertising)
         try? lights?.watchButton(on: loop) { [unowned self] e in self.button(e) }
-        log("advertising \(settings.service) as '\(settings.name)' on UDP port \(endpoint.localAddress.port)")
         try loop.onSignal([.interrupt, .terminate]) { [unowned self] _ in self.shutdown() }
         if settings.duration > 0 {
             loop.schedule(after: .milliseconds(Int64(settings.duration * 1000))) { [unowned self] in self.shutdown() }
         }
         try loop.run()
+        if let failure { throw failure }
+    }
+
+    /// LE advertising: service hash, PSM, name (scan response), peer tag (first two bytes of the ID).
+    func advertiseOverLE(_ host: BluetoothSessionHost) throws {
+        let id = identity.peerID.bytes
+        var flags: PiconetServiceData.Flags = settings.policy == .declineAll ? [] : [.acceptsInvitations]
+        if settings.transport == .any { flags.insert(.alsoOnWiFi) }
+        let ad = try BluetoothAdvertisement(service: try ServiceType(settings.service), psm: settings.psm, name: settings.name,
+                                            flags: flags, peerTag: UInt16(id[0]) << 8 | UInt16(id[1]))
+        let le = try BluetoothAdvertiser(loop: loop, adapter: host.bluetooth.adapter, advertisement: ad)
+        le.onEvent = { [unowned self] e in
+            switch e {
+            case let .advertising(adapter, psm):
+                self.log("advertising \(self.settings.service) as '\(self.settings.name)' over Bluetooth LE on \(adapter) (\(host.bluetooth.adapter.address)) psm \(psm)")
+            case let .failed(why):
+                Console.err("piconet-node: Bluetooth LE advertising: \(why)\n")
+                self.failure = NodeSettings.Invalid(description: "Bluetooth LE advertising failed")
+                self.shutdown()
+            }
+        }
+        host.bluetooth.onChannelEvent = { [unowned self] e in self.log("bluetooth: \(e)") }
+        le.start()
+        leAdvertiser = le
     }
 
     func shutdown() {
+        guard !stopping else { return }
+        stopping = true
         log("stopping: goodbye to browsers, closing the session")
         streamTimer?.cancel()
         summaryTimer?.cancel()
         advertiser?.stop()
         session.close()
         lights?.close()
-        // One more turn lets the goodbye and close datagrams leave.
-        loop.schedule(after: .milliseconds(50)) { [unowned self] in self.loop.stop() }
+        // One more turn lets the goodbye and close datagrams leave; the LE instance is removed
+        // first (at most 2 s), so a restarted node does not find a stale advertisement.
+        let stop = { [unowned self] in _ = self.loop.schedule(after: .milliseconds(50)) { [unowned self] in self.loop.stop() } }
+        if let le = leAdvertiser { le.stop(done: stop) } else { stop() }
     }
 
     func handle(_ event: SessionEvent) {

@@ -1,3 +1,4 @@
+import PiconetDiscovery
 import PiconetPosix
 import PiconetRuntime
 import PiconetSensors
@@ -22,10 +23,16 @@ struct NodeSettings {
     var boardsDirectory: String?
     var duration: Double = 0
     var quiet = false
+    /// Wi-Fi (mDNS + UDP), Bluetooth (LE advertising + L2CAP) or both.
+    var transport: RadioTransport = .wifi
+    /// `--adapter` (hciN, N or an address); nil: the board profile's, else the first one up.
+    var adapter: String?
+    /// The LE credit-based PSM the node accepts the hub's channel on (advertised over LE).
+    var psm: UInt16 = 129
 
     static let knownKeys: Set<String> = ["name", "role", "service", "board", "interfaces", "stateDirectory", "identity", "trustStore",
                                          "accept", "allowList", "profile", "seed", "motionHz", "port", "encryption",
-                                         "boardsDirectory", "gpioChip"]
+                                         "boardsDirectory", "gpioChip", "transport", "adapter", "psm"]
 
     struct Invalid: Error, CustomStringConvertible {
         var description: String
@@ -61,6 +68,17 @@ struct NodeSettings {
         let acceptText = try c.string("accept") ?? file?.string("accept") ?? ((try file?.strings("allowList")).map { $0.joined(separator: ",") }) ?? "tofu"
         (s.policy, s.policyText) = try parsePolicy(acceptText)
         s.encryption = try parseEncryption(c.string("encryption") ?? file?.string("encryption") ?? "required")
+        s.adapter = try c.string("adapter") ?? file?.string("adapter")
+        let transportText = try c.string("transport") ?? file?.string("transport") ?? "wifi"
+        do throws(RadioTransport.Invalid) {
+            s.transport = try RadioTransport.parse(transportText, adapter: s.adapter)
+        } catch { throw Invalid(description: error.description) }
+        if let psm = try c.integer("psm", as: UInt16.self) ?? file?.integer("psm", in: 0...65535).map({ UInt16($0) }) {
+            guard BluetoothAdvertisement.lePSMRange.contains(psm) else {
+                throw Invalid(description: "--psm takes an LE PSM in 128...255, not \(psm)")
+            }
+            s.psm = psm
+        }
         return s
     }
 

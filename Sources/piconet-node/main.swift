@@ -21,7 +21,9 @@ enum NodeCommand {
           piconet-node --name wearable-1 --interface lo --accept all --identity /tmp/node1.key
 
         Config file keys (JSON object): name, role, service, board, interfaces, stateDirectory,
-        identity, trustStore, accept, allowList, profile, seed, motionHz, port, encryption, boardsDirectory, gpioChip.
+        identity, trustStore, accept, allowList, profile, seed, motionHz, port, encryption, boardsDirectory, gpioChip,
+        transport, adapter, psm.
+        Bluetooth: piconet-node --transport bluetooth --adapter hci1 --accept all (LE advertising, L2CAP PSM 129).
         """,
         options: [
             .value("config", "path", help: "JSON config file (e.g. /etc/piconet/node.json)."),
@@ -41,6 +43,11 @@ enum NodeCommand {
             .value("motion-hz", "hz", help: "Motion sample rate in Hz (1-200)."),
             .value("board", "id", help: "Board profile id from Boards/ (LEDs and button); 'none' for no GPIO."),
             .value("boards-dir", "path", help: "Directory with board profiles (default: Boards/ next to the binary or /etc/piconet/boards)."),
+            .value("transport", "radio",
+                   help: "wifi (mDNS + UDP, the default), bluetooth (LE advertising + L2CAP), or any (both)."),
+            .value("adapter", "hciN|ADDR",
+                   help: "Bluetooth adapter (default: the board profile's, else the first one that is up)."),
+            .value("psm", "psm", help: "Bluetooth: the LE L2CAP PSM to accept the hub on, 128-255 (default 129)."),
             .value("duration", "seconds", help: "Stop after this many seconds (0 = run until SIGINT/SIGTERM)."),
             .flag("quiet", help: "Print only errors."),
         ])

@@ -1,0 +1,145 @@
+import PiconetDiscovery
+import PiconetLoop
+import PiconetPosix
+import PiconetRuntime
+import PiconetSession
+import PiconetWire
+
+/// What the hub knows of nodes reached over Bluetooth only (`--transport bluetooth|any`).
+///
+/// Over Wi-Fi a node's peer ID comes with discovery (the `id` TXT value), so the hub's
+/// tables are keyed by it. An LE advertisement has room for a 16-bit peer tag only; the full
+/// ID arrives with the accepted invitation. So a Bluetooth-only node is keyed by its LE
+/// address (the invitation target) until then, and mapped to its peer ID after.
+/// Bounded: `limit` entries per table (the scanner's peer table is bounded too); beyond it the
+/// oldest mapping is forgotten (the node is simply asked again).
+struct HubBluetoothNodes {
+    /// Seen over LE and not (yet) over Wi-Fi: address → the peer and when it was first seen.
+    var seen: [EndpointAddress: (peer: DiscoveredPeer, since: Instant)] = [:]
+    var invitations: [InvitationID: EndpointAddress] = [:]
+    var retryAt: [EndpointAddress: Instant] = [:]
+    /// LE address → peer ID, learned from accepted invitations.
+    var peers: [EndpointAddress: PeerID] = [:]
+    /// Peers whose session runs over Bluetooth now (moved to Wi-Fi when it appears).
+    var connected: Set<PeerID> = []
+    /// Bluetooth-only nodes not asked about under `--invite ask` (said once each).
+    var notAsked: Set<EndpointAddress> = []
+    var failure: String?
+
+    static let limit = 256
+    /// With `any`, how long an LE-only node waits for its Wi-Fi route before it is invited over Bluetooth.
+    static let wifiGrace: Duration = .seconds(2)
+
+    mutating func learn(_ address: EndpointAddress, is peer: PeerID) {
+        if peers[address] == nil, peers.count >= Self.limit, let first = peers.keys.first { peers[first] = nil }
+        peers[address] = peer
+    }
+}
+
+extension HubApp {
+    /// Wi-Fi and / or LE discovery merged by `PeerBrowser`: a node seen on both routes is one node,
+    /// invited over Wi-Fi; an LE-only node is invited over its advertised L2CAP PSM.
+    func startPeerBrowser(adapter: BluetoothAdapter) throws {
+        let type = try ServiceType(settings.service)
+        let scanner = try BluetoothScanner(loop: loop, adapter: adapter, service: type)
+        let wifi = settings.transport.usesWiFi
+            ? try ServiceBrowser(loop: loop, service: type, interfaces: try DiscoveryInterfaces.resolve(settings.interfaces)) : nil
+        let pb = PeerBrowser(service: type, wifi: wifi, bluetooth: scanner)
+        scanner.onFailure = { [unowned self] e in
+            self.bluetoothNodes.failure = "Bluetooth scanning on \(adapter.name) stopped: \(e)"
+            self.shutdown()
+        }
+        pb.onEvent = { [unowned self] a in self.peerDiscovery(a) }
+        pb.start()
+        peerBrowser = pb
+        Console.out("piconet-hub: scanning Bluetooth LE on \(adapter.name) (\(adapter.address)) for \(settings.service)\n")
+    }
+
+    func peerDiscovery(_ action: PeerDirectory.Action) {
+        switch action {
+        case let .found(p), let .updated(p):
+            if let s = p.wifi {
+                if let b = p.bluetooth { bluetoothNodes.seen[b.endpoint] = nil }
+                // Prefer Wi-Fi: a node whose session runs over Bluetooth is moved once Wi-Fi finds it
+                // (closed here; `.notConnected` invites it again, at its Wi-Fi address).
+                if let idText = s.info.string("id"), let peer = PeerID(hex: idText), bluetoothNodes.connected.contains(peer) {
+                    bluetoothNodes.connected.remove(peer)
+                    if !inPlace { Console.out("piconet-hub: \(s.name) found over Wi-Fi: moving its session off Bluetooth\n") }
+                    session.disconnect(peer)
+                }
+                discovery(.found(s))
+            } else if let b = p.bluetooth {
+                let address = b.endpoint
+                let since = bluetoothNodes.seen[address]?.since ?? loop.now
+                bluetoothNodes.seen[address] = (p, since)
+                if settings.transport == .any, loop.now < since + HubBluetoothNodes.wifiGrace {
+                    loop.schedule(after: since + HubBluetoothNodes.wifiGrace - loop.now) { [weak self] in
+                        self?.inviteOverBluetooth(address)
+                    }
+                } else {
+                    inviteOverBluetooth(address)
+                }
+            }
+        case let .lost(p):
+            if let s = p.wifi { discovery(.lost(s)) }
+            if let b = p.bluetooth { bluetoothNodes.seen[b.endpoint] = nil }
+        }
+    }
+
+    /// Invites an LE-only node at its advertised channel, unless it is already connected, being
+    /// invited, waiting for a retry, reachable over Wi-Fi, or excluded by `--invite`.
+    func inviteOverBluetooth(_ address: EndpointAddress) {
+        guard let (p, _) = bluetoothNodes.seen[address], p.wifi == nil, let b = p.bluetooth,
+              !bluetoothNodes.invitations.values.contains(address) else { return }
+        if let peer = bluetoothNodes.peers[address] {
+            guard session.state(of: peer) == .notConnected, discovered[peer] == nil else { return }
+        }
+        if let allow = settings.allowList {
+            // Only the 16-bit tag is known before the handshake; the full ID is checked on acceptance.
+            guard let tag = b.peerTag, allow.contains(where: { UInt16($0.bytes[0]) << 8 | UInt16($0.bytes[1]) == tag }) else { return }
+        }
+        if settings.askBeforeInviting {
+            if bluetoothNodes.notAsked.count < HubBluetoothNodes.limit, bluetoothNodes.notAsked.insert(address).inserted {
+                Console.out("piconet-hub: not inviting '\(p.name)' (\(address)): --invite ask needs the node's peer ID, which only Wi-Fi discovery gives\n")
+            }
+            return
+        }
+        if let t = bluetoothNodes.retryAt[address], loop.now < t { return }
+        do {
+            let id = try session.invite(address, context: Array(settings.name.utf8))
+            bluetoothNodes.invitations[id] = address
+            if !inPlace { Console.out("piconet-hub: inviting '\(p.name)' over Bluetooth at \(address)\(b.rssi.map { ", \($0) dBm" } ?? "")\n") }
+        } catch {
+            Console.err("piconet-hub: cannot invite \(p.name) over Bluetooth: \(error)\n")
+        }
+    }
+
+    /// An invitation sent over Bluetooth finished; false if `id` is not one of them.
+    func bluetoothInvitationFinished(_ id: InvitationID, _ outcome: InvitationOutcome) -> Bool {
+        guard let address = bluetoothNodes.invitations.removeValue(forKey: id) else { return false }
+        let name = bluetoothNodes.seen[address]?.peer.name ?? address.description
+        if case let .accepted(peer) = outcome {
+            bluetoothNodes.learn(address, is: peer)
+            if let allow = settings.allowList, !allow.contains(peer) {
+                Console.out("piconet-hub: \(name) is \(peer), not on the --invite list: closing\n")
+                session.disconnect(peer)
+                bluetoothNodes.retryAt[address] = loop.now + .seconds(3600)
+                return true
+            }
+            names[peer] = name
+            bluetoothNodes.connected.insert(peer)
+            return true
+        }
+        if !inPlace { Console.out("piconet-hub: invitation to \(name) over Bluetooth \(outcome)\n") }
+        bluetoothNodes.retryAt[address] = loop.now + Self.inviteRetry
+        loop.schedule(after: Self.inviteRetry) { [weak self] in self?.inviteOverBluetooth(address) }
+        return true
+    }
+
+    /// A node's session ended: if it was a Bluetooth-only node still advertising, invite it again.
+    func bluetoothPeerLeft(_ peer: PeerID) {
+        bluetoothNodes.connected.remove(peer)
+        guard let address = bluetoothNodes.peers.first(where: { $0.value == peer })?.key else { return }
+        loop.schedule(after: .seconds(1)) { [weak self] in self?.inviteOverBluetooth(address) }
+    }
+}

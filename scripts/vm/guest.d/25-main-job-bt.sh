@@ -1,0 +1,85 @@
+#!/bin/sh
+# The main job over Bluetooth: a real piconet-hub (--transport bluetooth on hci0: LE scanning,
+# invitations over L2CAP) and a real piconet-node (--transport bluetooth on hci1: LE
+# advertising, L2CAP listener, --accept all) between the two virtual controllers. The hub's
+# /api/nodes must show the node connected with a plausible bpm within a bounded time; then
+# SIGTERM to both must end them with exit 0. Also: --transport/--adapter misuse is exit 2.
+# Prints "N passed, N failed, N skipped" last.
+PASS=0; FAIL=0; SKIP=0
+ok() { PASS=$((PASS + 1)); echo "PASS: $*"; }
+ko() { FAIL=$((FAIL + 1)); echo "FAIL: $*"; }
+up() { cut -d' ' -f1 /proc/uptime; }
+W=/tmp/main-job-bt; rm -rf "$W"; mkdir -p "$W"
+NODE="$PICONET_BIN_DIR/piconet-node"; HUB="$PICONET_BIN_DIR/piconet-hub"
+if [ ! -x "$NODE" ] || [ ! -x "$HUB" ] || ! command -v curl >/dev/null; then
+  SKIP=$((SKIP + 1)); echo "SKIP: needs piconet-node, piconet-hub in $PICONET_BIN_DIR and curl"
+  echo "$PASS passed, $FAIL failed, $SKIP skipped"; exit 0
+fi
+
+# Misuse is a one-line error and exit 2, before any radio is touched.
+"$NODE" --transport nfc > "$W/bad.log" 2>&1; rc=$?
+[ $rc = 2 ] && grep -q "transport takes wifi, bluetooth or any" "$W/bad.log" && ok "piconet-node --transport nfc: exit 2, one line" \
+  || { ko "piconet-node --transport nfc (exit $rc)"; cat "$W/bad.log"; }
+"$HUB" --adapter hci0 --db off --http off > "$W/bad.log" 2>&1; rc=$?
+[ $rc = 2 ] && grep -q "adapter needs --transport bluetooth or any" "$W/bad.log" && ok "piconet-hub --adapter without --transport: exit 2" \
+  || { ko "piconet-hub --adapter without --transport (exit $rc)"; cat "$W/bad.log"; }
+
+# Two virtual controllers (as in 20-bluetooth.sh; that suite frees its own at the end).
+[ -e /dev/vhci ] || modprobe hci_vhci || ko "modprobe hci_vhci"
+btvirt -l2 > "$W/btvirt.log" 2>&1 &
+BTVIRT=$!
+for i in $(seq 50); do [ -e /sys/class/bluetooth/hci1 ] && break; sleep 0.1; done
+[ -e /sys/class/bluetooth/hci1 ] || { ko "btvirt made no hci0/hci1"; echo "$PASS passed, $FAIL failed, $SKIP skipped"; exit 1; }
+for i in 0 1; do
+  for try in 1 2 3 4 5; do
+    for s in "le on" "bredr on" "connectable on" "power on"; do btmgmt --index $i $s >/dev/null 2>&1; done
+    btmgmt --index $i info 2>/dev/null | grep -m1 "current settings" | grep -qE "powered.* le( |$)" && break
+    sleep 1
+  done
+done
+ip link set lo up
+
+# An adapter that does not exist: one line naming the adapters there are, exit 1.
+"$NODE" --transport bluetooth --adapter hci7 --identity "$W/n.key" --accept all > "$W/bad.log" 2>&1; rc=$?
+[ $rc = 1 ] && [ "$(wc -l < "$W/bad.log")" -le 2 ] && grep -qi "hci7" "$W/bad.log" && ok "piconet-node --adapter hci7: exit 1: $(tail -n1 "$W/bad.log")" \
+  || { ko "piconet-node --adapter hci7 (exit $rc)"; cat "$W/bad.log"; }
+
+PORT=18089
+t=$(up)
+"$HUB" --transport bluetooth --adapter hci0 --http 127.0.0.1:$PORT --db off --plain --name bt-hub \
+  --identity "$W/hub.key" > "$W/hub.log" 2>&1 &
+HUBPID=$!
+"$NODE" --transport bluetooth --adapter hci1 --accept all --name bt-node --identity "$W/node.key" --seed 7 \
+  > "$W/node.log" 2>&1 &
+NODEPID=$!
+found=""
+i=0
+while [ $i -lt 90 ]; do
+  json=$(curl -s --max-time 2 "http://127.0.0.1:$PORT/api/nodes")
+  bpm=$(echo "$json" | grep -o '"state":"connected"[^}]*' | grep -oE '"bpm":[0-9.]+' | head -n1 | cut -d: -f2)
+  [ -z "$bpm" ] && bpm=$(echo "$json" | grep -oE '"bpm":[0-9.]+[^}]*"state":"connected"' | grep -oE '"bpm":[0-9.]+' | head -n1 | cut -d: -f2)
+  if [ -n "$bpm" ]; then found=$bpm; break; fi
+  sleep 1; i=$((i + 1))
+done
+echo "  | /api/nodes: $(echo "$json" | cut -c1-300)"
+if [ -n "$found" ] && awk "BEGIN{exit !($found >= 30 && $found <= 220)}"; then
+  ok "hub over Bluetooth (hci0) shows node (hci1) connected with bpm $found after ${i}s (${t}s -> $(up)s)"
+else
+  ko "hub /api/nodes showed no connected node with a plausible bpm within 90 s (bpm '${found}')"
+fi
+grep -q "over Bluetooth LE on hci1" "$W/node.log" && ok "node advertised over LE on hci1" || ko "node: no LE advertising line"
+grep -q "inviting 'bt-node' over Bluetooth" "$W/hub.log" && ok "hub invited the node over Bluetooth by its LE advertisement" \
+  || ko "hub: no Bluetooth invitation line"
+
+kill -TERM $NODEPID $HUBPID 2>/dev/null
+wait $NODEPID; nrc=$?
+wait $HUBPID; hrc=$?
+[ $nrc = 0 ] && ok "piconet-node exits 0 on SIGTERM" || ko "piconet-node exit $nrc on SIGTERM"
+[ $hrc = 0 ] && ok "piconet-hub exits 0 on SIGTERM" || ko "piconet-hub exit $hrc on SIGTERM"
+if [ "$FAIL" != 0 ]; then
+  echo "  --- hub log"; tail -n 40 "$W/hub.log"; echo "  --- node log"; tail -n 40 "$W/node.log"
+fi
+kill $BTVIRT 2>/dev/null; wait $BTVIRT 2>/dev/null
+
+echo "$PASS passed, $FAIL failed, $SKIP skipped"
+[ "$FAIL" = 0 ]
