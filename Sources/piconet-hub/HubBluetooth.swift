@@ -22,6 +22,8 @@ struct HubBluetoothNodes {
     var peers: [EndpointAddress: PeerID] = [:]
     /// Peers whose session runs over Bluetooth now (moved to Wi-Fi when it appears).
     var connected: Set<PeerID> = []
+    /// Nodes said to be heard over both radios (said once each).
+    var heardOnBoth: Set<PeerID> = []
     /// Bluetooth-only nodes not asked about under `--invite ask` (said once each).
     var notAsked: Set<EndpointAddress> = []
     var failure: String?
@@ -59,7 +61,13 @@ extension HubApp {
         switch action {
         case let .found(p), let .updated(p):
             if let s = p.wifi {
-                if let b = p.bluetooth { bluetoothNodes.seen[b.endpoint] = nil }
+                if let b = p.bluetooth {
+                    bluetoothNodes.seen[b.endpoint] = nil
+                    if let idText = s.info.string("id"), let peer = PeerID(hex: idText), !inPlace,
+                       bluetoothNodes.heardOnBoth.count < HubBluetoothNodes.limit, bluetoothNodes.heardOnBoth.insert(peer).inserted {
+                        Console.out("piconet-hub: '\(s.name)' heard over Wi-Fi and Bluetooth (\(b.endpoint)): one node, invited over Wi-Fi\n")
+                    }
+                }
                 // Prefer Wi-Fi: a node whose session runs over Bluetooth is moved once Wi-Fi finds it
                 // (closed here; `.notConnected` invites it again, at its Wi-Fi address).
                 if let idText = s.info.string("id"), let peer = PeerID(hex: idText), bluetoothNodes.connected.contains(peer) {

@@ -3,7 +3,8 @@
 # invitations over L2CAP) and a real piconet-node (--transport bluetooth on hci1: LE
 # advertising, L2CAP listener, --accept all) between the two virtual controllers. The hub's
 # /api/nodes must show the node connected with a plausible bpm within a bounded time; then
-# SIGTERM to both must end them with exit 0. Also: --transport/--adapter misuse is exit 2.
+# SIGTERM to both must end them with exit 0. Then both with --transport any (Wi-Fi = lo): one
+# node, invited over Wi-Fi only. Also: --transport/--adapter misuse is exit 2, a missing adapter exit 1.
 # Prints "N passed, N failed, N skipped" last.
 PASS=0; FAIL=0; SKIP=0
 ok() { PASS=$((PASS + 1)); echo "PASS: $*"; }
@@ -78,6 +79,42 @@ wait $HUBPID; hrc=$?
 [ $hrc = 0 ] && ok "piconet-hub exits 0 on SIGTERM" || ko "piconet-hub exit $hrc on SIGTERM"
 if [ "$FAIL" != 0 ]; then
   echo "  --- hub log"; tail -n 40 "$W/hub.log"; echo "  --- node log"; tail -n 40 "$W/node.log"
+fi
+
+# --transport any on both, Wi-Fi being the guest's loopback: the node is heard over LE and
+# mDNS, merged into one node (LE peer tag = the first bytes of the mDNS `peer` ID) and invited
+# over Wi-Fi only: no Bluetooth invitation, no L2CAP channel.
+ip link set lo multicast on
+F0=$FAIL; PORT=18090; t=$(up)
+"$HUB" --transport any --adapter hci0 --interface lo --http 127.0.0.1:$PORT --db off --plain --name any-hub \
+  --identity "$W/hub.key" > "$W/hub-any.log" 2>&1 &
+HUBPID=$!
+"$NODE" --transport any --adapter hci1 --interface lo --accept all --name any-node --identity "$W/node.key" --seed 8 \
+  > "$W/node-any.log" 2>&1 &
+NODEPID=$!
+found=""; i=0
+while [ $i -lt 60 ]; do
+  json=$(curl -s --max-time 2 "http://127.0.0.1:$PORT/api/nodes")
+  echo "$json" | grep -q '"state":"connected"' && echo "$json" | grep -qE '"bpm":[0-9]' && { found=1; break; }
+  sleep 1; i=$((i + 1))
+done
+echo "  | /api/nodes: $(echo "$json" | cut -c1-200)"
+n=$(echo "$json" | grep -o '"id":' | wc -l)
+[ -n "$found" ] && [ "$n" = 1 ] && ok "--transport any: one node, connected with a bpm after ${i}s (${t}s -> $(up)s)" \
+  || ko "--transport any: connected=${found:-no}, $n nodes in /api/nodes"
+i=0; while [ $i -lt 200 ] && ! grep -q "heard over Wi-Fi and Bluetooth" "$W/hub-any.log"; do sleep 0.1; i=$((i + 1)); done
+grep -q "'any-node' heard over Wi-Fi and Bluetooth" "$W/hub-any.log" && ok "--transport any: the hub heard the node on both radios as one node" \
+  || ko "--transport any: the hub never merged the node's LE and mDNS routes"
+grep -q "over Bluetooth LE on hci1" "$W/node-any.log" && grep -q "on UDP port" "$W/node-any.log" \
+  && ok "--transport any: the node advertises over mDNS and LE" || ko "--transport any: node did not advertise on both"
+if grep -q "over Bluetooth at\|bluetooth: opened" "$W/hub-any.log"; then ko "--transport any: the hub used Bluetooth for a node it also heard over Wi-Fi"
+else ok "--transport any: invited over Wi-Fi only (no Bluetooth invitation, no L2CAP channel)"; fi
+kill -TERM $NODEPID $HUBPID 2>/dev/null
+wait $NODEPID; nrc=$?
+wait $HUBPID; hrc=$?
+[ $nrc = 0 ] && [ $hrc = 0 ] && ok "--transport any: node and hub exit 0 on SIGTERM" || ko "--transport any: exits node $nrc hub $hrc"
+if [ "$FAIL" != "$F0" ]; then
+  echo "  --- hub log"; tail -n 40 "$W/hub-any.log"; echo "  --- node log"; tail -n 40 "$W/node-any.log"
 fi
 kill $BTVIRT 2>/dev/null; wait $BTVIRT 2>/dev/null
 
