@@ -60,6 +60,19 @@ public struct BoardCatalog {
 
     public func profile(id: String) -> BoardProfile? { profiles.first { $0.id == id } }
 
+    /// The profile a daemon's `--board` names: nil for `none`, else looked up in `directory`
+    /// (default: `defaultDirectory()`, else /etc/piconet/boards). An unknown id is an error
+    /// that lists the known ones.
+    public static func profile(_ id: String, in directory: String?) throws(BoardProfileError) -> BoardProfile? {
+        guard id != "none" else { return nil }
+        let catalog = try BoardCatalog(directory: directory ?? defaultDirectory() ?? "/etc/piconet/boards")
+        guard let p = catalog.profile(id: id) else {
+            throw BoardProfileError(file: catalog.directory, field: "board",
+                                    why: "unknown board '\(id)'; known: \(catalog.profiles.map(\.id).joined(separator: ", "))")
+        }
+        return p
+    }
+
     /// Reads and validates one profile file.
     public static func load(path: String) throws(BoardProfileError) -> BoardProfile {
         let bytes = try readFile(path)

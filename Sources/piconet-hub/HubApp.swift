@@ -72,16 +72,7 @@ final class HubApp {
         self.settings = settings
         loop = try EpollLoop()
         identity = try SessionIdentityFile.loadOrCreate(path: settings.identityPath, displayName: settings.name)
-        let profile: BoardProfile?
-        if settings.board != "none" {
-            let catalog = try BoardCatalog(directory: settings.boardsDirectory ?? BoardCatalog.defaultDirectory() ?? "/etc/piconet/boards")
-            guard let p = catalog.profile(id: settings.board) else {
-                throw HubSettings.Invalid(description: "unknown board '\(settings.board)'; known: \(catalog.profiles.map(\.id).joined(separator: ", "))")
-            }
-            profile = p
-        } else {
-            profile = nil
-        }
+        let profile = try BoardCatalog.profile(settings.board, in: settings.boardsDirectory)
         var config = SessionConfiguration()
         config.policy = .declineAll          // the hub invites; it does not take invitations
         config.encryption = settings.encryption

@@ -47,6 +47,25 @@ private func makeLoop(_ command: String) throws -> EpollLoop {
     }
 }
 
+/// Runs `loop` until `stop` ends it: on SIGINT/SIGTERM, after `seconds` when given, or when a
+/// handler calls it. `stop` must stop the loop (after its goodbyes); `start` runs once signals
+/// are in place, just before the loop.
+private func runLoop(_ command: String, _ loop: EpollLoop, seconds: UInt32? = nil,
+                     start: () -> Void = {}, stop: @escaping () -> Void) throws {
+    do {
+        try loop.onSignal([.interrupt, .terminate]) { _ in stop() }
+    } catch {
+        writeLine("piconet \(command): cannot handle signals: \(error)", to: 2)
+        throw ExitCode(1)
+    }
+    if let seconds { loop.schedule(after: .seconds(Int64(seconds))) { stop() } }
+    start()
+    do { try loop.run() } catch {
+        writeLine("piconet \(command): event loop failed: \(error)", to: 2)
+        throw ExitCode(1)
+    }
+}
+
 struct AdvertiseCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "advertise",
@@ -148,22 +167,14 @@ struct AdvertiseCommand: ParsableCommand {
             case let .failed(why, i): writeLine("piconet advertise: failed on \(i): \(why)", to: 2)
             }
         }
-        do {
-            try loop.onSignal([.interrupt, .terminate]) { _ in
-                wifi?.stop()  // goodbyes go out now, before the loop ends
-                // The LE instance outlives our socket: remove it, then end.
-                if let le { le.stop { loop.stop() } } else { loop.stop() }
-            }
-        } catch {
-            writeLine("piconet advertise: cannot handle signals: \(error)", to: 2)
-            throw ExitCode(1)
-        }
-        wifi?.start()
-        le?.start()
-        do { try loop.run() } catch {
-            writeLine("piconet advertise: event loop failed: \(error)", to: 2)
-            throw ExitCode(1)
-        }
+        try runLoop("advertise", loop, start: {
+            wifi?.start()
+            le?.start()
+        }, stop: {
+            wifi?.stop()  // goodbyes go out now, before the loop ends
+            // The LE instance outlives our socket: remove it, then end.
+            if let le { le.stop { loop.stop() } } else { loop.stop() }
+        })
         if failed { throw ExitCode(1) }
         writeLine(transport == .bluetooth ? "stopped; advertising removed" : "stopped; goodbyes sent")
     }
@@ -218,24 +229,9 @@ struct BrowseCommand: ParsableCommand {
             writeLine("piconet browse: \(error)", to: 2)
             throw ExitCode(1)
         }
-        do {
-            try loop.onSignal([.interrupt, .terminate]) { _ in
-                browser.stop()
-                loop.stop()
-            }
-        } catch {
-            writeLine("piconet browse: cannot handle signals: \(error)", to: 2)
-            throw ExitCode(1)
-        }
-        if let seconds {
-            loop.schedule(after: .seconds(Int64(seconds))) {
-                browser.stop()
-                loop.stop()
-            }
-        }
-        do { try loop.run() } catch {
-            writeLine("piconet browse: event loop failed: \(error)", to: 2)
-            throw ExitCode(1)
+        try runLoop("browse", loop, seconds: seconds) {
+            browser.stop()
+            loop.stop()
         }
     }
 
@@ -264,25 +260,9 @@ struct BrowseCommand: ParsableCommand {
             throw ExitCode(1)
         }
         peers.onEvent = { a in writeLine(json ? PeerLines.json(a) : PeerLines.text(a)) }
-        do {
-            try loop.onSignal([.interrupt, .terminate]) { _ in
-                peers.stop()
-                loop.stop()
-            }
-        } catch {
-            writeLine("piconet browse: cannot handle signals: \(error)", to: 2)
-            throw ExitCode(1)
-        }
-        if let seconds {
-            loop.schedule(after: .seconds(Int64(seconds))) {
-                peers.stop()
-                loop.stop()
-            }
-        }
-        peers.start()
-        do { try loop.run() } catch {
-            writeLine("piconet browse: event loop failed: \(error)", to: 2)
-            throw ExitCode(1)
+        try runLoop("browse", loop, seconds: seconds, start: { peers.start() }) {
+            peers.stop()
+            loop.stop()
         }
         if let failure {
             writeLine("piconet browse: \(failure)", to: 2)
