@@ -123,6 +123,14 @@ public protocol DatagramEndpoint: AnyObject {
     var onDatagram: ((Datagram) -> Void)? { get set }
     var onWritable: (() -> Void)? { get set }
     func close()
+    /// The largest datagram `send` accepts toward `destination`: less than `maximumDatagramSize`
+    /// where that path allows less (an L2CAP channel's negotiated MTU). Sessions size each
+    /// link from it. The default is `maximumDatagramSize` for every destination.
+    func maximumDatagramSize(to destination: EndpointAddress) -> Int
+}
+
+extension DatagramEndpoint {
+    public func maximumDatagramSize(to destination: EndpointAddress) -> Int { maximumDatagramSize }
 }
 
 /// A connected, message-preserving endpoint (TCP framed, L2CAP SEQPACKET).

@@ -28,19 +28,28 @@ import PiconetSession
 ///   refuse-everyone policy belong here. Consent that needs the peer's identity (ask, trust on
 ///   first use, allow-lists) cannot: the identity arrives inside the Noise handshake, over
 ///   the channel, so it stays with the session's invitation step.
-/// - Datagram size: every channel asks for a receive MTU of `datagramSize` (default 1472,
-///   the session's UDP size), so between Piconet peers each SDU is one whole session
-///   datagram; a channel whose peer allows less is closed as a protocol violation (counted).
+/// - Datagram size: every channel asks for a receive MTU of `receiveMTU` (default
+///   `datagramSize`, 1472, the session's UDP size); what we may send is the MTU the peer asked for (BT_SNDMTU,
+///   read back when the channel connects). `maximumDatagramSize(to:)` reports it per peer,
+///   and the session sizes that peer's link from it: one SDU is always one whole session
+///   datagram, never more than the peer takes. A peer asking less than `minimumSendMTU`
+///   (the smallest datagram a session runs over) is closed as a protocol violation (counted).
 /// - An address that reached us inbound is never dialled back after its channel closes
 ///   (its PSM is ours, not a service of the peer's): the peer reconnects, and the session
 ///   resumes.
 /// Loop-bound: not `Sendable`.
 public final class L2CAPDatagramEndpoint: DatagramEndpoint {
     public struct Configuration: Sendable {
-        /// Security, and `receiveMTU` (overridden with `datagramSize`). `deferSetup` is always on for the listener.
+        /// Security (its `receiveMTU` is replaced by `receiveMTU ?? datagramSize`). `deferSetup` is always on for the listener.
         public var options = L2CAPOptions()
-        /// The session datagram size; also the receive MTU asked of every channel.
+        /// The largest session datagram we send; also the receive MTU asked of every channel
+        /// unless `receiveMTU` says otherwise.
         public var datagramSize = 1472
+        /// The receive MTU asked of every channel (nil: `datagramSize`). A board short of
+        /// memory asks less; its peers then size their datagrams to it.
+        public var receiveMTU: Int?
+        /// Channels whose peer takes smaller SDUs than this are closed (`mtuTooSmall`).
+        public var minimumSendMTU = SessionMachine.minimumDatagramSize
         /// Open channels (both directions) at once; more incoming are refused, more outbound answered `.wouldBlock`.
         public var maximumChannels = 32
         /// Datagrams held per channel while it connects.
@@ -73,8 +82,10 @@ public final class L2CAPDatagramEndpoint: DatagramEndpoint {
         public var queueFull = 0
         /// Datagrams to addresses we will not dial (table full, or a closed inbound address).
         public var noRoute = 0
-        /// Channels closed because the peer's MTU was below `datagramSize`.
+        /// Channels closed because the peer's MTU was below `minimumSendMTU`.
         public var mtuTooSmall = 0
+        /// Datagrams queued while a channel connected that turned out larger than its MTU.
+        public var oversizeDropped = 0
         public var connectTimeouts = 0
         /// Outbound connects reset before completing and dialled again.
         public var redials = 0
@@ -98,6 +109,15 @@ public final class L2CAPDatagramEndpoint: DatagramEndpoint {
     public private(set) var listener: L2CAPListener?
     public let localAddress: EndpointAddress
     public var maximumDatagramSize: Int { configuration.datagramSize }
+
+    /// The peer's MTU once its channel is up (capped at `datagramSize`); before, `datagramSize`.
+    public func maximumDatagramSize(to destination: EndpointAddress) -> Int {
+        guard let e = channels[destination], e.channel.state == .connected, e.channel.sendMTU > 0 else {
+            return configuration.datagramSize
+        }
+        return min(configuration.datagramSize, e.channel.sendMTU)
+    }
+
     public var onDatagram: ((Datagram) -> Void)?
     public var onWritable: (() -> Void)?
     /// Link-level consent for an incoming channel (see the type's doc). nil admits everyone.
@@ -119,7 +139,7 @@ public final class L2CAPDatagramEndpoint: DatagramEndpoint {
         self.configuration = configuration
         if let psm = listenPSM {
             var options = configuration.options
-            options.receiveMTU = configuration.datagramSize
+            options.receiveMTU = configuration.receiveMTU ?? configuration.datagramSize
             options.deferSetup = true
             let l = try L2CAPListener(loop: loop, adapter: adapter, psm: psm, le: configuration.listenLE, options: options)
             listener = l
@@ -139,9 +159,8 @@ public final class L2CAPDatagramEndpoint: DatagramEndpoint {
     public func send(_ bytes: [UInt8], to destination: EndpointAddress) throws(TransportError) -> SendOutcome {
         guard !closed else { throw .closed }
         guard case .bluetooth = destination else { throw .hostUnreachable }
-        guard bytes.count <= configuration.datagramSize else {
-            throw .messageTooLarge(size: bytes.count, limit: configuration.datagramSize)
-        }
+        let limit = maximumDatagramSize(to: destination)
+        guard bytes.count <= limit else { throw .messageTooLarge(size: bytes.count, limit: limit) }
         if let e = channels[destination] {
             guard e.channel.state == .connected, e.queue.isEmpty else { return enqueue(bytes, e) }
             let outcome = try e.channel.send(bytes)
@@ -165,7 +184,7 @@ public final class L2CAPDatagramEndpoint: DatagramEndpoint {
 
     private func dial(_ destination: EndpointAddress) throws(TransportError) -> L2CAPChannel {
         var options = configuration.options
-        options.receiveMTU = configuration.datagramSize
+        options.receiveMTU = configuration.receiveMTU ?? configuration.datagramSize
         options.deferSetup = false
         do { return try L2CAPChannel.connect(loop: loop, adapter: adapter, to: destination, options: options) } catch {
             throw error.transportError
@@ -225,11 +244,16 @@ public final class L2CAPDatagramEndpoint: DatagramEndpoint {
         guard let e = channels[address], e.channel === c else { return }
         if let t = e.timer { loop.cancel(t) }
         e.timer = nil
-        guard c.sendMTU >= configuration.datagramSize else {
+        guard c.sendMTU >= configuration.minimumSendMTU else {
             statistics.mtuTooSmall += 1
-            drop(address, c, .protocolViolation("the peer's L2CAP MTU is \(c.sendMTU) bytes, below the session's \(configuration.datagramSize)"))
+            drop(address, c, .protocolViolation("the peer's L2CAP MTU is \(c.sendMTU) bytes, below the \(configuration.minimumSendMTU) a session needs"))
             return
         }
+        // Queued before the MTU was known: what the peer cannot take is dropped here, counted
+        // (handshake messages, the only thing sent before a channel is up, always fit).
+        let before = e.queue.count
+        e.queue.removeAll { $0.count > c.sendMTU }
+        statistics.oversizeDropped += before - e.queue.count
         if e.incoming { statistics.inboundOpened += 1 } else { statistics.outboundOpened += 1 }
         onChannelEvent?(.opened(address, incoming: e.incoming, sendMTU: c.sendMTU, receiveMTU: c.receiveMTU,
                                 security: try? c.securityLevel()))
@@ -304,8 +328,8 @@ public final class L2CAPDatagramEndpoint: DatagramEndpoint {
 }
 
 /// One `DatagramEndpoint` over two: `.bluetooth` destinations go to `bluetooth`, all others
-/// to `ip`; datagrams from both come out of `onDatagram`. The session datagram size is the
-/// smaller of the two, so a session can move between routes without re-fragmenting.
+/// to `ip`; datagrams from both come out of `onDatagram`. Each destination has its own
+/// route's datagram size; a session resizes a link when it moves between routes.
 public final class RoutedDatagramEndpoint: DatagramEndpoint {
     public let ip: DatagramEndpoint
     public let bluetooth: DatagramEndpoint
@@ -316,7 +340,12 @@ public final class RoutedDatagramEndpoint: DatagramEndpoint {
     }
 
     public var localAddress: EndpointAddress { ip.localAddress }
-    public var maximumDatagramSize: Int { min(ip.maximumDatagramSize, bluetooth.maximumDatagramSize) }
+    public var maximumDatagramSize: Int { max(ip.maximumDatagramSize, bluetooth.maximumDatagramSize) }
+
+    public func maximumDatagramSize(to destination: EndpointAddress) -> Int {
+        if case .bluetooth = destination { return bluetooth.maximumDatagramSize(to: destination) }
+        return ip.maximumDatagramSize(to: destination)
+    }
 
     public var onDatagram: ((Datagram) -> Void)? {
         didSet {

@@ -45,7 +45,8 @@ public final class PeerSession {
         self.loop = loop
         endpoint.onDatagram = { [weak self] d in
             guard let self else { return }
-            self.perform(self.machine.received(d.bytes, from: d.source, at: self.loop.now))
+            self.perform(self.machine.received(d.bytes, from: d.source, at: self.loop.now,
+                                               datagramLimit: self.endpoint.maximumDatagramSize(to: d.source)))
         }
     }
 
@@ -55,6 +56,10 @@ public final class PeerSession {
     public var connectedPeers: [PeerID] { machine.connectedPeers }
     public func state(of peer: PeerID) -> PeerState { machine.state(of: peer) }
     public func verificationCode(for peer: PeerID) -> String? { machine.verificationCode(for: peer) }
+    /// The largest unreliable message to `peer` now (its path's datagram size less overhead).
+    public func maximumUnreliablePayload(to peer: PeerID) -> Int? { machine.maximumUnreliablePayload(to: peer) }
+    /// The datagram size of the link to `peer` (smaller than the configured one on a small L2CAP MTU).
+    public func datagramSize(to peer: PeerID) -> Int? { machine.datagramSize(to: peer) }
     /// Reliable fragments to `peer` not yet acknowledged; 0 means all delivered.
     public func unacknowledgedFragments(to peer: PeerID) -> Int? { machine.unacknowledgedFragments(to: peer) }
     public var trustStore: TrustStore {

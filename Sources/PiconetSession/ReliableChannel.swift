@@ -98,6 +98,8 @@ public struct ReliableSender: Sendable {
     private var peerWindow: Int
     public private(set) var bufferedBytes = 0
     public private(set) var isStalled = false
+    /// Payload bytes per fragment for messages queued from now on (see `resize(fragmentSize:)`).
+    public private(set) var fragmentSize: Int
     /// Statistics.
     public private(set) var retransmissions = 0
     public private(set) var timeouts = 0
@@ -107,6 +109,7 @@ public struct ReliableSender: Sendable {
         estimator = RTOEstimator(initial: configuration.initialRTO, minimum: configuration.minimumRTO,
                                  maximum: configuration.maximumRTO)
         peerWindow = configuration.sendWindow
+        fragmentSize = max(1, configuration.fragmentSize)
     }
 
     /// Fragments queued or in flight.
@@ -119,7 +122,7 @@ public struct ReliableSender: Sendable {
             throw .messageTooLarge(size: message.count, limit: configuration.maximumMessageSize)
         }
         guard !isStalled else { throw .stalled }
-        let size = max(1, configuration.fragmentSize)
+        let size = fragmentSize
         let count = max(1, (message.count + size - 1) / size)
         guard count <= Int(UInt16.max) else {
             throw .messageTooLarge(size: message.count, limit: Int(UInt16.max) * size)
@@ -266,6 +269,62 @@ public struct ReliableSender: Sendable {
             return true
         }
         return false
+    }
+
+    /// Follows the path under the channel (its datagram size changed: another L2CAP channel
+    /// MTU, a move between Wi-Fi and Bluetooth). Messages queued from now on are cut to `size`;
+    /// messages of which nothing was sent yet are cut again and renumbered — their sequence
+    /// numbers never reached the wire, so the receiver cannot tell. Fragments already sent
+    /// keep their bytes: a retransmission must be the same fragment.
+    ///
+    /// Returns false when a fragment still unacknowledged is larger than `size` (one already
+    /// sent): the new path cannot carry it, and the caller must end the channel rather than
+    /// let it stall.
+    public mutating func resize(fragmentSize size: Int) -> Bool {
+        let size = max(1, size)
+        guard size != fragmentSize else { return true }
+        fragmentSize = size
+        // The first message of which no fragment was sent: every one from there on is unsent
+        // (fragments leave in sequence order).
+        var start = head
+        while start < fragments.count, fragments[start].firstSent != nil || fragments[start].index != 0 { start += 1 }
+        if start < fragments.count {
+            var seq = fragments[start].seq
+            var recut: [Fragment] = []
+            recut.reserveCapacity(fragments.count - start)
+            var i = start
+            while i < fragments.count {
+                let end = min(fragments.count, i + Int(fragments[i].count))
+                var message: [UInt8] = []
+                for j in i..<end { message += fragments[j].payload }
+                let count = max(1, (message.count + size - 1) / size)
+                if count > Int(UInt16.max) {
+                    // Too many pieces at this size: keep the message as it was cut.
+                    for j in i..<end {
+                        var f = fragments[j]
+                        f.seq = seq
+                        seq += 1
+                        recut.append(f)
+                    }
+                } else {
+                    for k in 0..<count {
+                        let lo = k * size, hi = min(message.count, lo + size)
+                        recut.append(Fragment(seq: seq, index: UInt16(k), count: UInt16(count),
+                                              payload: lo < hi ? Array(message[lo..<hi]) : []))
+                        seq += 1
+                    }
+                }
+                i = end
+            }
+            fragments.replaceSubrange(start..., with: recut)
+            nextSeq = seq
+        }
+        var i = head
+        while i < fragments.count {
+            if !fragments[i].sacked, fragments[i].payload.count > size { return false }
+            i += 1
+        }
+        return true
     }
 
     /// After a resume probe: everything unacknowledged from `position` on is due now.

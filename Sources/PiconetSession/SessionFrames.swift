@@ -423,6 +423,7 @@ public enum CloseReason: UInt8, Sendable, CustomStringConvertible {
     case resumeExpired = 6
     case busy = 7
     case unauthorized = 8
+    case pathTooSmall = 9
 
     public var description: String {
         switch self {
@@ -435,6 +436,7 @@ public enum CloseReason: UInt8, Sendable, CustomStringConvertible {
         case .resumeExpired: return "resume window expired"
         case .busy: return "peer is busy (too many handshakes)"
         case .unauthorized: return "peer not authorized"
+        case .pathTooSmall: return "the path's datagrams are too small for what is in flight"
         }
     }
 }
@@ -459,7 +461,10 @@ public struct CloseFrame: WireCodable, Equatable, Sendable {
         text = String(decoding: try r.readBytes(n), as: UTF8.self)
     }
 
-    private var textBytes: ArraySlice<UInt8> { Array(text.utf8).prefix(255) }
+    /// Text beyond this is cut when sending, so a close fits the smallest session datagram.
+    public static let maxTextLength = 128
+
+    private var textBytes: ArraySlice<UInt8> { Array(text.utf8).prefix(CloseFrame.maxTextLength) }
 
     public func encode(into w: inout ByteWriter) {
         w.writeUInt8(reason.rawValue)

@@ -36,6 +36,13 @@ public struct SessionMachine {
     var tokensUpdated: Instant?
     var actions: [SessionAction] = []
     public private(set) var isClosed = false
+    /// The datagram size the endpoint allows toward the source of the datagram being handled.
+    var pathLimit: Int?
+
+    /// The smallest datagram a session runs over: the largest handshake message (a 63-byte
+    /// name), a full SACK acknowledgement and a close with its text all fit. A path that
+    /// allows less (an L2CAP channel with a smaller MTU) is refused by the endpoint.
+    public static let minimumDatagramSize = 256
 
     static let prologue = Array("piconet-session-1".utf8)
 
@@ -63,6 +70,8 @@ public struct SessionMachine {
         let initiator: Bool
         var remoteIndex: UInt32 = 0
         var address: EndpointAddress
+        /// The largest datagram toward `address`: the configuration's, or less where the path allows less.
+        var datagramSize = 0
         var phase: Phase = .handshaking
         var noise: NoiseHandshake?
         /// The last handshake frame we sent (resent on loss).
@@ -197,8 +206,10 @@ public struct SessionMachine {
         }
         switch mode {
         case .unreliable:
-            let limit = maximumUnreliablePayload
-            guard message.count <= limit else { throw .messageTooLarge(size: message.count, limit: limit) }
+            for i in targets {
+                let limit = links[i].map { SessionMachine.unreliablePayload($0.datagramSize) } ?? maximumUnreliablePayload
+                guard message.count <= limit else { throw .messageTooLarge(size: message.count, limit: limit) }
+            }
             for i in targets {
                 guard var l = links.removeValue(forKey: i) else { continue }
                 let seq = l.channels.unreliableSeq
@@ -274,10 +285,23 @@ public struct SessionMachine {
         peerLinks[peer].flatMap { links[$0]?.channels.sender.outstandingFragments }
     }
 
-    /// The payload limit of one unreliable message (the path MTU minus session overhead).
-    public var maximumUnreliablePayload: Int {
-        configuration.maximumDatagramSize - sealedOverhead - DataFrame.unreliableHeaderLength
+    /// The payload limit of one unreliable message on the largest path (the configured
+    /// datagram size minus session overhead); a peer on a smaller path allows less
+    /// (`maximumUnreliablePayload(to:)`).
+    public var maximumUnreliablePayload: Int { SessionMachine.unreliablePayload(configuration.maximumDatagramSize) }
+
+    /// The payload limit of one unreliable message to `peer`, from its link's path (nil: not connected).
+    public func maximumUnreliablePayload(to peer: PeerID) -> Int? {
+        peerLinks[peer].flatMap { links[$0] }.map { SessionMachine.unreliablePayload($0.datagramSize) }
     }
+
+    /// The largest datagram the link to `peer` uses (nil: not connected).
+    public func datagramSize(to peer: PeerID) -> Int? {
+        peerLinks[peer].flatMap { links[$0]?.datagramSize }
+    }
+
+    static func unreliablePayload(_ datagram: Int) -> Int { datagram - sealedOverhead - DataFrame.unreliableHeaderLength }
+    static func reliablePayload(_ datagram: Int) -> Int { max(1, datagram - sealedOverhead - DataFrame.reliableHeaderLength) }
 
     /// Links not yet in the session (the flood-bounded set).
     public var halfOpenCount: Int { links.values.filter(\.isHalfOpen).count }
@@ -285,9 +309,14 @@ public struct SessionMachine {
 
     // MARK: Inputs
 
-    /// One datagram from the transport.
-    public mutating func received(_ bytes: [UInt8], from address: EndpointAddress, at now: Instant) -> [SessionAction] {
+    /// One datagram from the transport. `datagramLimit` is the largest datagram the endpoint
+    /// takes toward `address` (`DatagramEndpoint.maximumDatagramSize(to:)`): the link it
+    /// belongs to is sized from it (nil: the configured size).
+    public mutating func received(_ bytes: [UInt8], from address: EndpointAddress, at now: Instant,
+                                  datagramLimit: Int? = nil) -> [SessionAction] {
         guard !isClosed else { return [] }
+        pathLimit = datagramLimit
+        defer { pathLimit = nil }
         statistics.framesReceived += 1
         guard bytes.count >= FrameHeader.length else { statistics.malformedDropped += 1; return [] }
         if bytes[1] == FrameType.handshake.rawValue {
@@ -359,16 +388,38 @@ public struct SessionMachine {
     mutating func newLink(initiator: Bool, address: EndpointAddress, now: Instant) -> Link {
         var index: UInt32 = 0
         while index == 0 || links[index] != nil { index = UInt32(truncatingIfNeeded: rng.next()) }
-        return Link(index: index, initiator: initiator, address: address, retryDelay: configuration.handshakeRetry,
-                    replay: ReplayWindow(size: configuration.replayWindow), channels: newChannels(),
-                    lastHeard: now, lastSent: now)
+        var l = Link(index: index, initiator: initiator, address: address, retryDelay: configuration.handshakeRetry,
+                     replay: ReplayWindow(size: configuration.replayWindow), channels: newChannels(),
+                     lastHeard: now, lastSent: now)
+        l.datagramSize = configuration.maximumDatagramSize
+        _ = fitPath(&l)
+        return l
     }
 
     func newChannels() -> Channels {
         var rc = configuration.reliable
-        rc.fragmentSize = max(1, configuration.maximumDatagramSize - sealedOverhead - DataFrame.reliableHeaderLength)
+        rc.fragmentSize = SessionMachine.reliablePayload(configuration.maximumDatagramSize)
         return Channels(sender: ReliableSender(configuration: rc), receiver: ReliableReceiver(configuration: rc),
                         unreliableReplay: ReplayWindow(size: configuration.replayWindow))
+    }
+
+    /// Sizes a link from the path of the datagram being handled (`pathLimit`): its datagrams,
+    /// its reliable fragments. Returns false when data already sent no longer fits (a move to
+    /// a smaller path mid-stream): the caller ends the link with `.pathTooSmall`.
+    mutating func fitPath(_ l: inout Link) -> Bool {
+        let size = min(configuration.maximumDatagramSize, pathLimit ?? configuration.maximumDatagramSize)
+        guard size != l.datagramSize || l.channels.sender.fragmentSize != SessionMachine.reliablePayload(size) else { return true }
+        l.datagramSize = size
+        return l.channels.sender.resize(fragmentSize: SessionMachine.reliablePayload(size))
+    }
+
+    /// Ends an established link whose path cannot carry its data in flight: both sides hear why.
+    mutating func closeForPath(_ l: inout Link, now: Instant) {
+        statistics.pathTooSmall += 1
+        sendSealed(CloseFrame(reason: .pathTooSmall), type: .close, link: &l, now: now)
+        if let p = l.peer, peerLinks[p] == l.index { emit(.peerClosed(p, .pathTooSmall)) }
+        links[l.index] = l
+        removeLink(l.index)
     }
 
     mutating func allocateInvitation() -> UInt32 {
@@ -431,6 +482,7 @@ public struct SessionMachine {
                 if l.noise == nil, let m3 = l.handshakeFrame, !l.confirmed { transmit(m3, to: l.address) }
                 return
             }
+            if l.address == address { _ = fitPath(&l) }
             handleResponse(f, link: &l, now: now)
             if links[l.index] != nil { links[l.index] = l }
         case .confirmation:
@@ -439,6 +491,7 @@ public struct SessionMachine {
                 return
             }
             guard l.phase == .handshaking, var noise = l.noise else { return } // a duplicate
+            if l.address == address { _ = fitPath(&l) }
             do {
                 let payload = try HandshakePayload(decoding: try noise.readMessage(f.body))
                 guard let rs = noise.remoteStaticKey else { throw NoiseError.outOfOrder }
@@ -562,6 +615,16 @@ public struct SessionMachine {
             // other side holds this link only half-open, so closing it is safe.
             finishInvitation(l, .accepted(peer))
             sendSealed(CloseFrame(reason: .duplicate), type: .close, link: &l, now: now)
+            removeLink(l.index)
+            return
+        }
+        if let inv = l.invitation, sealedOverhead + inv.encodedLength > l.datagramSize {
+            // Only now is the path known (an L2CAP channel's MTU): the context does not fit one datagram.
+            let room = max(0, l.datagramSize - sealedOverhead - (inv.encodedLength - inv.context.count))
+            statistics.pathTooSmall += 1
+            finishInvitation(l, .failed("the invitation context of \(inv.context.count) bytes does not fit this path's "
+                                        + "\(l.datagramSize)-byte datagrams (at most \(room) bytes here)"))
+            sendSealed(CloseFrame(reason: .pathTooSmall), type: .close, link: &l, now: now)
             removeLink(l.index)
             return
         }
@@ -720,6 +783,13 @@ public struct SessionMachine {
                 l.channels = o.channels
                 l.channels.sender.resendAll(from: l.channels.sender.acknowledgedUpTo, now: now)
                 statistics.resumes += 1
+                if !l.channels.sender.resize(fragmentSize: SessionMachine.reliablePayload(l.datagramSize)) {
+                    // The streams came from a larger path than this link's: they cannot go on here.
+                    removeLink(old)
+                    peerLinks[peer] = index
+                    closeForPath(&l, now: now)
+                    return
+                }
             }
             removeLink(old)
         }
@@ -774,8 +844,13 @@ public struct SessionMachine {
         } else {
             frame.body = plain + SessionMachine.checksum(ad, plain)
         }
+        let bytes = frame.encoded()
+        guard bytes.count <= l.datagramSize else {
+            statistics.oversizeDropped += 1
+            return
+        }
         l.lastSent = now
-        transmit(frame.encoded(), to: l.address)
+        transmit(bytes, to: l.address)
     }
 
     /// Integrity (not authenticity) for unencrypted sessions: catches corruption on the link.
@@ -848,6 +923,10 @@ public struct SessionMachine {
         if l.address != address {
             if !l.initiator { originIndex[Origin(address: l.address, index: l.remoteIndex)] = nil }
             l.address = address
+        }
+        guard fitPath(&l) else {
+            closeForPath(&l, now: now)
+            return
         }
         if l.lost {
             l.lost = false

@@ -124,7 +124,9 @@ public struct SessionConfiguration: Sendable, Equatable {
     public var encryption: EncryptionPreference = .required
     public var policy: InvitationPolicy = .ask
     public var reliable = ReliableConfiguration()
-    /// Largest datagram the transport takes; the driver sets it from the endpoint.
+    /// Largest datagram the session sends; the driver caps it with the endpoint's. A path may
+    /// allow less (an L2CAP channel's MTU): each link is sized from the datagram size the
+    /// endpoint reports for its address (`received(_:from:at:datagramLimit:)`).
     public var maximumDatagramSize = 1472
     public var keepAliveInterval: Duration = .seconds(1)
     /// Silence after which a connected peer is reported `connecting` (vanished peer detected within 5 s).
@@ -177,6 +179,11 @@ public struct SessionStatistics: Sendable, Equatable {
     public var retransmissions = 0
     public var rekeys = 0
     public var resumes = 0
+    /// Sealed frames not sent because they exceed their link's datagram size (should stay 0).
+    public var oversizeDropped = 0
+    /// Links ended because their path became too small for the data in flight, and invitations
+    /// refused because their context did not fit the path.
+    public var pathTooSmall = 0
 }
 
 /// What the state machine asks its driver to do.

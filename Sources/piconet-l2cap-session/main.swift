@@ -4,12 +4,16 @@
 // one `piconet listen/send --transport bluetooth` use): one session over an
 // `L2CAPDatagramEndpoint`, a channel per peer.
 //
-//   piconet-l2cap-session accept ADAPTER PSM le|bredr
-//       listen; accept every invitation; echo each reliable message back reliably; count
-//       unreliable ones; print "ready" once listening, "SESSION ..." lines as things happen
-//   piconet-l2cap-session invite ADAPTER PEER PSM le|bredr COUNT
-//       connect, invite, send COUNT reliable + COUNT unreliable messages, wait for the COUNT
-//       reliable echoes; print "OK reliable N/N echoed, unreliable sent N, verification CODE"
+//   piconet-l2cap-session accept ADAPTER PSM le|bredr [MTU]
+//       listen (asking every channel for a receive MTU of MTU, default 1472); accept every
+//       invitation; echo each reliable message back reliably; count unreliable ones; print
+//       "ready" once listening, "SESSION ..." lines as things happen
+//   piconet-l2cap-session invite ADAPTER PEER PSM le|bredr COUNT [CONTEXT_BYTES]
+//       connect, invite (with a context of CONTEXT_BYTES, default 5), send COUNT reliable
+//       (every tenth 3,000 bytes: fragmented to the channel's MTU) + COUNT unreliable
+//       messages, check one byte over the unreliable limit is refused, wait for the COUNT
+//       reliable echoes; print "OK reliable N/N echoed ..., MTU M, session datagrams D,
+//       unreliable limit U, verification CODE"
 // Exit 0 on success, 1 on a session failure, 2 on bad usage or setup (one line on stdout).
 import Glibc
 import PiconetLoop
@@ -36,9 +40,17 @@ do {
     try loop.onSignal([.interrupt, .terminate]) { _ in loop.stop() }
     switch mode {
     case "accept":
-        guard args.count == 4, let psm = UInt16(args[2]) else { fail("usage: accept ADAPTER PSM le|bredr") }
+        guard args.count == 4 || args.count == 5, let psm = UInt16(args[2]) else {
+            fail("usage: accept ADAPTER PSM le|bredr [MTU]")
+        }
         var bt = L2CAPDatagramEndpoint.Configuration()
         bt.listenLE = args[3] == "le"
+        if args.count == 5 {
+            guard let mtu = Int(args[4]), mtu >= SessionMachine.minimumDatagramSize, mtu <= 65_535 else {
+                fail("MTU must be \(SessionMachine.minimumDatagramSize)...65535")
+            }
+            bt.receiveMTU = mtu
+        }
         let host: BluetoothSessionHost
         do {
             host = try BluetoothSessionHost(loop: loop, adapter: adapter(args[1]), listenPSM: psm,
@@ -49,7 +61,7 @@ do {
         var unreliable = 0
         host.bluetooth.onChannelEvent = { e in
             switch e {
-            case let .opened(a, _, send, _, _): print("SESSION channel from \(a), MTU \(send)")
+            case let .opened(a, _, send, receive, _): print("SESSION channel from \(a), send MTU \(send), receive MTU \(receive)")
             case let .closed(_, error): print("SESSION channel closed: \(error.map { "\($0)" } ?? "orderly"); unreliable received \(unreliable)")
             case let .refused(a, why): print("SESSION channel from \(a) refused: \(why)")
             }
@@ -62,9 +74,14 @@ do {
             case .received(_, _, .unreliable):
                 unreliable += 1
             case let .peerStateChanged(peer, state):
-                print("SESSION \(peer) \(state)\(state == .connected ? ", verification \(session.verificationCode(for: peer) ?? "?")" : "")")
+                let extra = state == .connected
+                    ? ", verification \(session.verificationCode(for: peer) ?? "?"), session datagrams \(session.datagramSize(to: peer) ?? 0)"
+                    : ""
+                print("SESSION \(peer) \(state)\(extra)")
+                fflush(nil)
             case let .peerClosed(peer, reason):
                 print("SESSION \(peer) closed: \(reason); unreliable received \(unreliable)")
+                fflush(nil)
             default:
                 break
             }
@@ -74,9 +91,15 @@ do {
         try loop.run()
         host.close()
     case "invite":
-        guard args.count == 6, let psm = UInt16(args[3]), let count = Int(args[5]), count > 0,
+        guard args.count == 6 || args.count == 7, let psm = UInt16(args[3]), let count = Int(args[5]), count > 0,
               let peerAddress = BluetoothAddress(args[2]) else {
-            fail("usage: invite ADAPTER PEER PSM le|bredr COUNT")
+            fail("usage: invite ADAPTER PEER PSM le|bredr COUNT [CONTEXT_BYTES]")
+        }
+        let context = args.count == 7 ? [UInt8](repeating: 0x63, count: Int(args[6]) ?? 0) : Array("l2cap".utf8)
+        /// Message i: every tenth is 3,000 bytes (more than any MTU: fragmented), the rest short.
+        func message(_ i: Int) -> [UInt8] {
+            let text = Array("reliable \(i)".utf8)
+            return i % 10 == 9 ? text + (0..<(3000 - text.count)).map { UInt8(truncatingIfNeeded: $0 &* 7 &+ i) } : text
         }
         let to = EndpointAddress.bluetooth(address: peerAddress.bytes, type: args[4] == "le" ? .lePublic : .bredr, psm: psm)
         let host: BluetoothSessionHost
@@ -89,6 +112,9 @@ do {
         var outcome: String?
         var code = "?"
         var mtu = 0
+        var datagrams = 0
+        var limit = 0
+        var oversize = "not tried"
         let safety = loop.schedule(after: .seconds(120)) { outcome = "timed out after 120 s (\(echoed)/\(count) echoed)"; loop.stop() }
         host.bluetooth.onChannelEvent = { e in
             switch e {
@@ -102,16 +128,24 @@ do {
             switch event {
             case let .invitationFinished(_, .accepted(peer)):
                 code = s.verificationCode(for: peer) ?? "?"
+                datagrams = s.datagramSize(to: peer) ?? 0
+                limit = s.maximumUnreliablePayload(to: peer) ?? 0
+                do {
+                    try s.send([UInt8](repeating: 1, count: limit + 1), to: [peer], mode: .unreliable)
+                    oversize = "NOT refused"
+                } catch {
+                    oversize = "\(limit + 1) refused"
+                }
                 for i in 0..<count {
-                    _ = try? s.send(Array("reliable \(i)".utf8), to: [peer], mode: .reliable)
+                    _ = try? s.send(message(i), to: [peer], mode: .reliable)
                     _ = try? s.send(Array("unreliable \(i)".utf8), to: [peer], mode: .unreliable)
                 }
             case let .invitationFinished(_, other):
                 outcome = "invitation \(other)"
                 loop.stop()
             case let .received(bytes, _, .reliable):
-                guard bytes == Array("reliable \(echoed)".utf8) else {
-                    outcome = "echo \(echoed) out of order: \(String(decoding: bytes, as: UTF8.self))"
+                guard bytes == message(echoed) else {
+                    outcome = "echo \(echoed) out of order or damaged: \(String(decoding: bytes.prefix(40), as: UTF8.self))"
                     loop.stop()
                     return
                 }
@@ -124,11 +158,12 @@ do {
                 break
             }
         }
-        do { _ = try s.invite(to, context: Array("l2cap".utf8)) } catch { fail("invite: \(error)", code: 1) }
+        do { _ = try s.invite(to, context: context) } catch { fail("invite: \(error)", code: 1) }
         try loop.run()
         loop.cancel(safety)
         if echoed == count {
-            print("OK reliable \(echoed)/\(count) echoed in order, unreliable sent \(count), MTU \(mtu), verification \(code)")
+            print("OK reliable \(echoed)/\(count) echoed in order (\(count / 10) of 3000 bytes), unreliable sent \(count), "
+                  + "MTU \(mtu), session datagrams \(datagrams), unreliable limit \(limit) (\(oversize)), verification \(code)")
             host.bluetooth.onChannelEvent = nil
             host.close()
             exit(0)

@@ -33,7 +33,9 @@ private let btPeer = EndpointAddress.bluetooth(address: [0, 0xAA, 1, 1, 0, 1], t
         var got: [Datagram] = []
         router.onDatagram = { got.append($0) }
 
-        #expect(router.maximumDatagramSize == 1000, "the smaller of the two, so a session fits both")
+        #expect(router.maximumDatagramSize == 1472, "the larger of the two: each destination has its own")
+        #expect(router.maximumDatagramSize(to: btPeer) == 1000, "Bluetooth destinations: the Bluetooth side's size")
+        #expect(router.maximumDatagramSize(to: other.localAddress) == 1472, "the rest: the IP side's")
         #expect(try router.send([1], to: btPeer) == .sent)
         #expect(try router.send([2], to: other.localAddress) == .sent)
         #expect(bt.sent.map(\.bytes) == [[1]])

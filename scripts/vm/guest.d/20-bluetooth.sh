@@ -152,6 +152,34 @@ if [ -x "$SESSION" ]; then
     if [ $rc = 0 ]; then ok "session over L2CAP $kind, two processes (${t}s -> $(up)s): $out"
     else ko "session over L2CAP $kind (exit $rc): $out"; fi
   done
+  # The session sizes its datagrams from each channel's negotiated MTU: the listener asks
+  # for 256-byte SDUs, so the inviter sends nothing larger (3,000-byte messages fragmented to
+  # fit, the unreliable limit shrinks) while the listener keeps sending 1472-byte datagrams.
+  for kind in le bredr; do
+    if [ $kind = le ]; then psm=137; else psm=4111; fi
+    "$SESSION" accept hci0 $psm $kind 256 > /tmp/session-mtu.log 2>&1 & S=$!
+    for i in $(seq 100); do grep -q ready /tmp/session-mtu.log && break; sleep 0.1; done
+    out=$(timeout 150 "$SESSION" invite hci1 "$A0" $psm $kind 50 2>&1); rc=$?
+    sleep 0.5
+    grep SESSION /tmp/session-mtu.log | sed 's/^/  accept| /'
+    case "$out" in
+      *"MTU 256, session datagrams 256, unreliable limit "*" refused), "*)
+        if [ $rc = 0 ] && grep -q "receive MTU 256" /tmp/session-mtu.log && grep -q "session datagrams 1472" /tmp/session-mtu.log; then
+          ok "session over L2CAP $kind sized from a 256-byte channel MTU, 1472 the other way: $out"
+        else ko "session over L2CAP $kind at MTU 256 (exit $rc): accept side did not show receive MTU 256 / datagrams 1472: $out"; fi ;;
+      *) ko "session over L2CAP $kind at MTU 256 (exit $rc): $out" ;;
+    esac
+    if [ $kind = le ]; then
+      # An invitation whose context cannot fit one 256-byte datagram fails, saying so.
+      out=$(timeout 60 "$SESSION" invite hci1 "$A0" $psm $kind 1 600 2>&1); rc=$?
+      case "$out" in
+        *"does not fit this path's 256-byte datagrams"*) [ $rc = 1 ] && ok "600-byte invitation context over a 256-byte MTU refused: $out" \
+                                                          || ko "context over MTU: exit $rc: $out" ;;
+        *) ko "600-byte invitation context over a 256-byte MTU (exit $rc): $out" ;;
+      esac
+    fi
+    kill $S 2>/dev/null; wait $S 2>/dev/null
+  done
 else
   SKIP=$((SKIP + 1)); echo "SKIP: session over L2CAP: $SESSION not built"
 fi
