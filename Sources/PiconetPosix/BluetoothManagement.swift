@@ -1,5 +1,6 @@
 // The kernel's Bluetooth Management API (mgmt): the HCI_CHANNEL_CONTROL socket that
-// `btmgmt` and bluetoothd themselves use, for LE advertising and scanning.
+// `btmgmt` and bluetoothd themselves use, for LE advertising and scanning, and for answering
+// the kernel's pairing questions where no bluetoothd agent does (`PairingAgent`).
 //
 // Why mgmt and not raw HCI commands on an HCI_CHANNEL_RAW/USER socket:
 // - On a Raspberry Pi bluetoothd is running and owns the controller. Raw HCI commands
@@ -62,6 +63,9 @@ public enum ManagementCommand: UInt16, Sendable {
     case setPowered = 0x0005
     case setConnectable = 0x0007
     case setLowEnergy = 0x000D
+    case userConfirmReply = 0x001C
+    case userConfirmNegativeReply = 0x001D
+    case userPasskeyNegativeReply = 0x001F
     case startDiscovery = 0x0023
     case stopDiscovery = 0x0024
     case addAdvertising = 0x003E
@@ -74,6 +78,9 @@ public enum ManagementCommand: UInt16, Sendable {
         case .setPowered: return "Set Powered"
         case .setConnectable: return "Set Connectable"
         case .setLowEnergy: return "Set Low Energy"
+        case .userConfirmReply: return "User Confirmation Reply"
+        case .userConfirmNegativeReply: return "User Confirmation Negative Reply"
+        case .userPasskeyNegativeReply: return "User Passkey Negative Reply"
         case .startDiscovery: return "Start Discovery"
         case .stopDiscovery: return "Stop Discovery"
         case .addAdvertising: return "Add Advertising"
@@ -118,19 +125,42 @@ public struct ManagementDeviceFound: Equatable, Sendable {
     /// Address(6, LSB first) type(1) rssi(1) flags(4) eir_len(2) eir.
     public init(parameters p: [UInt8]) throws(WireError) {
         var r = ByteReader(p)
-        let raw = try r.readBytes(6)
-        address = BluetoothAddress(bytes: Array(raw.reversed())) ?? .any
-        let t = try r.readUInt8()
-        guard let type = BluetoothAddressType(rawValue: t) else {
-            throw .invalidValue(field: "mgmt address type", reason: "\(t) is not BR/EDR (0), LE public (1) or LE random (2)")
-        }
-        addressType = type
+        let peer = try ManagementPeer(reading: &r)
+        address = peer.address
+        addressType = peer.type
         let s = Int8(bitPattern: try r.readUInt8())
         rssi = s == 127 ? nil : s
         flags = try r.readUInt32()
         let n = Int(try r.readUInt16())
         data = try r.readBytes(n)
     }
+}
+
+/// A remote device as mgmt events and replies name it: address (6 bytes, LSB first on the
+/// wire) and address type (0 BR/EDR, 1 LE public, 2 LE random).
+public struct ManagementPeer: Hashable, Sendable, CustomStringConvertible {
+    public var address: BluetoothAddress
+    public var type: BluetoothAddressType
+
+    public init(address: BluetoothAddress, type: BluetoothAddressType) {
+        self.address = address
+        self.type = type
+    }
+
+    init(reading r: inout ByteReader) throws(WireError) {
+        let raw = try r.readBytes(6)
+        address = BluetoothAddress(bytes: Array(raw.reversed())) ?? .any
+        let t = try r.readUInt8()
+        guard let type = BluetoothAddressType(rawValue: t) else {
+            throw .invalidValue(field: "mgmt address type", reason: "\(t) is not BR/EDR (0), LE public (1) or LE random (2)")
+        }
+        self.type = type
+    }
+
+    /// The 7-byte Address + Address_Type parameter of replies.
+    public var parameters: [UInt8] { Array(address.bytes.reversed()) + [type.rawValue] }
+
+    public var description: String { "\(address) (\(type == .bredr ? "BR/EDR" : type == .lePublic ? "LE public" : "LE random"))" }
 }
 
 /// A decoded mgmt event.
@@ -143,6 +173,13 @@ public enum ManagementEvent: Equatable, Sendable {
     case deviceFound(ManagementDeviceFound)
     /// Discovery started (true) or stopped (false) for the address types in `types`.
     case discovering(types: UInt8, active: Bool)
+    /// Pairing asks user space to confirm (User Confirmation Request): `justWorks` (confirm
+    /// hint 1) asks only yes/no; otherwise both sides show `value` and a person compares them.
+    case userConfirmRequest(ManagementPeer, justWorks: Bool, value: UInt32)
+    /// Pairing asks for a passkey typed on this side (User Passkey Request).
+    case userPasskeyRequest(ManagementPeer)
+    /// Pairing (or encryption) with the peer failed (Authentication Failed).
+    case authenticationFailed(ManagementPeer, status: ManagementStatus)
     /// An event Piconet does not use.
     case other(code: UInt16)
 
@@ -162,6 +199,15 @@ public enum ManagementEvent: Equatable, Sendable {
             self = .deviceFound(try ManagementDeviceFound(parameters: packet.parameters))
         case 0x0013:
             self = .discovering(types: try r.readUInt8(), active: try r.readUInt8() != 0)
+        case 0x000F:
+            let peer = try ManagementPeer(reading: &r)
+            let hint = try r.readUInt8()
+            self = .userConfirmRequest(peer, justWorks: hint != 0, value: try r.readUInt32())
+        case 0x0010:
+            self = .userPasskeyRequest(try ManagementPeer(reading: &r))
+        case 0x0011:
+            let peer = try ManagementPeer(reading: &r)
+            self = .authenticationFailed(peer, status: ManagementStatus(rawValue: try r.readUInt8()))
         default:
             self = .other(code: packet.code)
         }

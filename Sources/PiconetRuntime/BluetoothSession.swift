@@ -153,6 +153,11 @@ public final class L2CAPDatagramEndpoint: DatagramEndpoint {
     /// Channels open or opening now.
     public var channelCount: Int { channels.count }
 
+    /// Whether a channel to (or from) this device is open or opening, on any PSM.
+    public func hasChannel(toDevice device: BluetoothAddress) -> Bool {
+        channels.keys.contains { if case let .bluetooth(a, _, _) = $0 { return a == device.bytes } else { return false } }
+    }
+
     /// The security level the listening socket has (BT_SECURITY read back), or nil without a listener.
     public func listenerSecurityLevel() -> UInt8? { try? listener?.securityLevel() }
 

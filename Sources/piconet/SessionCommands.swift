@@ -24,8 +24,8 @@ private func put(_ s: String, fd: CInt) {
     }
 }
 
-private func emitLine(_ s: String) { put(s, fd: 1) }
-private func errorLine(_ s: String) { put(s, fd: 2) }
+func emitLine(_ s: String) { put(s, fd: 1) }
+func errorLine(_ s: String) { put(s, fd: 2) }
 
 private func fail(_ command: String, _ message: String, code: Int32) -> ExitCode {
     errorLine("piconet \(command): \(message)")
@@ -33,7 +33,7 @@ private func fail(_ command: String, _ message: String, code: Int32) -> ExitCode
 }
 
 /// A JSON string literal (quotes and control characters escaped).
-private func jsonString(_ s: String) -> String {
+func jsonString(_ s: String) -> String {
     var out = "\""
     for u in s.unicodeScalars {
         switch u {
@@ -115,6 +115,8 @@ struct ListenCommand: ParsableCommand {
     var psm: String?
     @Option(help: "Bluetooth: link security asked of incoming channels: low, medium, high or fips (BT_SECURITY).")
     var security: String = "low"
+    @Option(help: PairingChoice.help)
+    var pairing: String = "system"
     @OptionGroup var common: SessionCommonOptions
     @OptionGroup var radio: TransportOptions
 
@@ -122,6 +124,7 @@ struct ListenCommand: ParsableCommand {
         let me = name ?? localHostName()
         let transport = try radio.choice("listen")
         let linkSecurity = try parseSecurity(security, command: "listen")
+        let pairingChoice = try PairingChoice.parse(pairing, command: "listen")
         let channel = try ChannelPSM(psm ?? "129", command: "listen")
         let adapter = transport.usesBluetooth ? try radio.resolveAdapter("listen") : nil
         var config = SessionConfiguration(encryption: try common.preference("listen"))
@@ -211,6 +214,11 @@ struct ListenCommand: ParsableCommand {
             if config.policy == .declineAll { h.bluetooth.admit = { _ in false } }
             h.bluetooth.onChannelEvent = { e in emitLine(channelLine(e, json: json)) }
         }
+        // Pairing for a secured channel: Just Works under the same link-level consent.
+        let declineAll = config.policy == .declineAll
+        let agent = try startPairingAgent(pairingChoice, loop: loop, adapter: adapter, command: "listen",
+                                          json: json, consent: { _ in !declineAll })
+        defer { agent?.close() }
         let limit = exitAfter
         var received = 0
         // --accept ask: questions on stdout, answers (y/n lines) on stdin, oldest question first.
@@ -384,6 +392,8 @@ struct SendCommand: ParsableCommand {
     var name: String?
     @Option(help: "Bluetooth: link security asked of the channel: low, medium, high or fips (BT_SECURITY). A link that cannot reach it fails with 'link security X not reached' or, when pairing never answers, 'timed out'.")
     var security: String = "low"
+    @Option(help: PairingChoice.help)
+    var pairing: String = "system"
     @OptionGroup var common: SessionCommonOptions
     @OptionGroup var radio: TransportOptions
 
@@ -392,6 +402,7 @@ struct SendCommand: ParsableCommand {
         guard count >= 1 else { throw fail("send", "--count must be at least 1", code: 2) }
         let transport = try radio.choice("send")
         let linkSecurity = try parseSecurity(security, command: "send")
+        let pairingChoice = try PairingChoice.parse(pairing, command: "send")
         // A Bluetooth peer given outright: --to ADDR/PSM, or --address ADDR/PSM.
         var direct: EndpointAddress?
         if transport.usesBluetooth {
@@ -521,6 +532,12 @@ struct SendCommand: ParsableCommand {
                 }
             }
         }
+        // Pairing for a secured channel: only with the device we are dialling.
+        var dialled: L2CAPDatagramEndpoint?
+        if case let .bluetooth(h) = host { dialled = h.bluetooth }
+        let agent = try startPairingAgent(pairingChoice, loop: loop, adapter: adapter, command: "send", json: false,
+                                          consent: { p in dialled?.hasChannel(toDevice: p.address) ?? false })
+        defer { agent?.close() }
         do {
             if let direct {
                 invite(direct)

@@ -32,6 +32,32 @@ import Testing
         #expect(failures.isEmpty, "\(failures)")
     }
 
+    /// User Confirmation Request on hci0 from 00:AA:01:01:00:01 (LE public), Just Works, value 123456.
+    static let confirmRequest = WireChecks.bytes(hex: "0f00 0000 0c00 010001 01aa00 01 01 40e20100")
+
+    @Test func pairingEventsDecodeAndRepliesNameThePeerAsTheKernelDoes() throws {
+        let peer = ManagementPeer(address: try #require(BluetoothAddress("00:AA:01:01:00:01")), type: .lePublic)
+        let confirm = try ManagementEvent(try ManagementPacket(decoding: Self.confirmRequest))
+        #expect(confirm == .userConfirmRequest(peer, justWorks: true, value: 123_456))
+        var numeric = Self.confirmRequest
+        numeric[13] = 0  // confirm hint 0: numeric comparison
+        #expect(try ManagementEvent(try ManagementPacket(decoding: numeric)) == .userConfirmRequest(peer, justWorks: false, value: 123_456))
+        let passkey = WireChecks.bytes(hex: "1000 0100 0700 010001 01aa00 00")
+        let bredr = ManagementPeer(address: peer.address, type: .bredr)
+        #expect(try ManagementEvent(try ManagementPacket(decoding: passkey)) == .userPasskeyRequest(bredr))
+        let failed = WireChecks.bytes(hex: "1100 0000 0800 010001 01aa00 01 05")
+        #expect(try ManagementEvent(try ManagementPacket(decoding: failed)) == .authenticationFailed(peer, status: ManagementStatus(rawValue: 5)))
+        // A reply's Address + Address_Type parameter: the address least significant byte first.
+        #expect(peer.parameters == WireChecks.bytes(hex: "010001 01aa00 01"))
+        var badType = Self.confirmRequest
+        badType[12] = 7
+        #expect(throws: WireError.self) { _ = try ManagementEvent(try ManagementPacket(decoding: badType)) }
+        let truncated = WireChecks.truncatedPrefixesThrow(Self.confirmRequest) {
+            _ = try ManagementEvent(try ManagementPacket(decoding: $0))
+        }
+        #expect(truncated.isEmpty, "\(truncated)")
+    }
+
     @Test func randomBuffersNeverCrash() {
         let parsed = WireChecks.randomBuffers(count: 20_000, seed: 9, maxLength: 80, mutating: [Self.deviceFound, Self.addAdvertising]) {
             _ = try ManagementEvent(try ManagementPacket(decoding: $0))
