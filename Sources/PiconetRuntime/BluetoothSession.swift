@@ -123,6 +123,9 @@ public final class L2CAPDatagramEndpoint: DatagramEndpoint {
     /// Link-level consent for an incoming channel (see the type's doc). nil admits everyone.
     public var admit: ((EndpointAddress) -> Bool)?
     public var onChannelEvent: ((ChannelEvent) -> Void)?
+    /// A channel to this address closed (any reason): the session's path there is broken.
+    /// `BluetoothSessionHost` turns it into `PeerSession.pathFailed` (lost now, resume probes).
+    public var onPathDown: ((EndpointAddress) -> Void)?
     public private(set) var statistics = Statistics()
 
     private var channels: [EndpointAddress: Entry] = [:]
@@ -305,6 +308,7 @@ public final class L2CAPDatagramEndpoint: DatagramEndpoint {
         if let t = e.timer { loop.cancel(t) }
         channels[address] = nil
         onChannelEvent?(.closed(address, error))
+        onPathDown?(address)
     }
 
     /// Closes one channel, reporting `reason` (the channel's own onClose is detached first).
@@ -316,6 +320,7 @@ public final class L2CAPDatagramEndpoint: DatagramEndpoint {
             channels[address] = nil
         }
         onChannelEvent?(.closed(address, reason))
+        onPathDown?(address)
     }
 
     /// Stops listening and closes every channel.
@@ -429,6 +434,7 @@ public final class BluetoothSessionHost {
         config.lostTimeout = max(config.lostTimeout, .seconds(10))
         session = PeerSession(identity: identity, configuration: config, endpoint: endpoint, loop: loop,
                               seed: UDPSessionHost.randomSeed())
+        bluetooth.onPathDown = { [weak session] address in session?.pathFailed(address) }
     }
 
     /// Where peers reach us over Bluetooth (adapter address, LE public, listen PSM or 0).

@@ -97,6 +97,9 @@ public final class PeerSession {
 
     public func disconnect(_ peer: PeerID) { perform(machine.disconnect(peer, now: loop.now)) }
 
+    /// The transport lost its path to `address` (see `SessionMachine.pathFailed`).
+    public func pathFailed(_ address: EndpointAddress) { perform(machine.pathFailed(address, now: loop.now)) }
+
     /// Withdraws an outgoing invitation that has no answer yet (see `SessionMachine.cancelInvitation`).
     public func cancelInvitation(_ id: InvitationID) { perform(machine.cancelInvitation(id, now: loop.now)) }
 

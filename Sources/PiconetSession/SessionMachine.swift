@@ -247,6 +247,24 @@ public struct SessionMachine {
         return take()
     }
 
+    /// The transport says the path to `address` broke (an L2CAP channel closed: link loss,
+    /// the peer's adapter went down, a reset). Peers there are `connecting` at once instead of
+    /// after `lostTimeout` of silence, and resume probes start now: on a transport that dials
+    /// on demand the first probe opens a new channel, and the peer resumes exactly where it
+    /// was (reliable data queued meanwhile included). A broken path is not a closed session:
+    /// the resume window still applies.
+    public mutating func pathFailed(_ address: EndpointAddress, now: Instant) -> [SessionAction] {
+        guard !isClosed else { return [] }
+        for (i, var l) in links where l.address == address && l.phase == .established && !l.lost {
+            l.lost = true
+            l.nextProbe = now
+            if let p = l.peer { dirty.insert(p) }
+            links[i] = l
+        }
+        reconcile()
+        return take()
+    }
+
     /// Closes every link (peers hear `.normal`) and refuses further calls.
     public mutating func close(now: Instant) -> [SessionAction] {
         for i in Array(links.keys) {
@@ -1081,7 +1099,7 @@ public struct SessionMachine {
                 if let p = l.peer { emit(.peerClosed(p, .resumeExpired)) }
                 return false
             }
-            if silence >= configuration.lostTimeout {
+            if silence >= configuration.lostTimeout || l.lost {
                 if !l.lost {
                     l.lost = true
                     l.nextProbe = now

@@ -228,3 +228,45 @@ final class SizedPeer {
         #expect(CloseReason(rawValue: 9) == .pathTooSmall)
     }
 }
+
+/// The transport saying a path broke (an L2CAP channel closed) makes peers there `connecting`
+/// at once, probes for a resume, and loses nothing queued meanwhile.
+@Suite struct PathFailureTests {
+    @Test func aBrokenPathIsLostAtOnceAndResumesWithEverythingQueued() throws {
+        let loop = VirtualLoop()
+        let network = InMemoryNetwork(loop: loop, seed: 11)
+        let a = try SizedPeer("hub", index: 1, network: network, loop: loop)
+        let b = try SizedPeer("node", index: 2, network: network, loop: loop)
+        var states: [PeerState] = []
+        let record = a.session.onEvent
+        a.session.onEvent = { e in
+            record?(e)
+            if case let .peerStateChanged(_, s) = e { states.append(s) }
+        }
+        let id = try a.session.invite(b.address, context: [])
+        for _ in 0..<100 where a.outcomes[id] == nil { loop.advance(by: .milliseconds(20)) }
+        #expect(a.outcomes[id] == .accepted(b.session.peerID))
+        #expect(states == [.connecting, .connected])
+
+        // The path breaks (and stays broken for 2 s): lost now, not after 3 s of silence.
+        network.setPartitioned(true, between: a.address, and: b.address)
+        let before = a.session.statistics.resumes
+        a.session.pathFailed(b.address)
+        #expect(a.session.state(of: b.session.peerID) == .connecting)
+        #expect(states.last == .connecting)
+        for i in 0..<5 { try a.session.send(Array("queued \(i)".utf8), to: [b.session.peerID], mode: .reliable) }
+        loop.advance(by: .seconds(2))
+        #expect(b.received.isEmpty)
+        // Healed: a probe gets through, the link resumes, the queued messages arrive once, in order.
+        network.setPartitioned(false, between: a.address, and: b.address)
+        loop.advance(by: .seconds(3))
+        #expect(a.session.state(of: b.session.peerID) == .connected)
+        #expect(states.last == .connected)
+        #expect(a.session.statistics.resumes > before)
+        #expect(b.received == (0..<5).map { Array("queued \($0)".utf8) })
+        #expect(a.session.unacknowledgedFragments(to: b.session.peerID) == 0)
+        // A path with no peer on it, or a second report: nothing happens.
+        a.session.pathFailed(.memory(node: 9, port: 1))
+        #expect(a.session.state(of: b.session.peerID) == .connected)
+    }
+}
