@@ -114,6 +114,7 @@ final class HubApp {
         if let bluetooth {
             bluetooth.bluetooth.onChannelEvent = { [unowned self] e in
                 if !self.inPlace { Console.out("piconet-hub: bluetooth: \(e)\n") }
+                if case let .opened(address, false, _, _, _) = e { self.bluetoothChannelOpened(address) }
             }
             try startPeerBrowser(adapter: bluetooth.bluetooth.adapter)
         } else {

@@ -144,6 +144,26 @@ extension HubApp {
         return true
     }
 
+    /// How long a lost Bluetooth node has, once a new channel to it is open, to resume its session.
+    static let resumeGrace: Duration = .seconds(3)
+
+    /// A channel to a Bluetooth node opened (the session's resume probe dialled it) while its
+    /// session is lost: the node is up at its address again. A node that was only out of range
+    /// answers the probe within a round trip; one that restarted runs a new session that drops
+    /// it (a link it never had). So a node still not connected `resumeGrace` later restarted:
+    /// the hub ends the old session and invites it afresh, as the Wi-Fi side does for a node
+    /// back at a new port, instead of waiting out the 30 s resume window.
+    func bluetoothChannelOpened(_ address: EndpointAddress) {
+        guard let peer = bluetoothNodes.peers[address], session.state(of: peer) == .connecting else { return }
+        loop.schedule(after: Self.resumeGrace) { [weak self] in
+            guard let self, self.session.state(of: peer) == .connecting, self.bluetoothNodes.peers[address] == peer else { return }
+            if !self.inPlace {
+                Console.out("piconet-hub: \(self.names[peer] ?? peer.description) is back at \(address) but not in its session: restarted; inviting it again\n")
+            }
+            self.session.disconnect(peer)
+        }
+    }
+
     /// A node's session ended: if it was a Bluetooth-only node still advertising, invite it again.
     func bluetoothPeerLeft(_ peer: PeerID) {
         bluetoothNodes.connected.remove(peer)

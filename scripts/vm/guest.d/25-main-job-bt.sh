@@ -72,6 +72,26 @@ grep -q "over Bluetooth LE on hci1" "$W/node.log" && ok "node advertised over LE
 grep -q "inviting 'bt-node' over Bluetooth" "$W/hub.log" && ok "hub invited the node over Bluetooth by its LE advertisement" \
   || ko "hub: no Bluetooth invitation line"
 
+# The node dies (kill -9) and starts again with the same key: its channel closes, the hub's
+# session marks it lost at once and its resume probe dials the new process, which does not know
+# the old session; the hub sees that, ends it and invites again. Connected again within 20 s
+# (instead of the 30 s resume window).
+before=$(grep -c "bt-node connected" "$W/hub.log")
+kill -KILL $NODEPID 2>/dev/null; wait $NODEPID 2>/dev/null
+t=$(up)
+"$NODE" --transport bluetooth --adapter hci1 --accept all --name bt-node --identity "$W/node.key" --seed 7 \
+  > "$W/node2.log" 2>&1 &
+NODEPID=$!
+i=0
+while [ $i -lt 300 ] && [ "$(grep -c "bt-node connected" "$W/hub.log")" -le "$before" ]; do sleep 0.1; i=$((i + 1)); done
+took=$(awk "BEGIN{print $(up) - $t}")
+grep -E "restarted|bt-node (connecting|notConnected|connected)|inviting" "$W/hub.log" | tail -n 6 | sed 's/^/  hub| /'
+if [ "$(grep -c "bt-node connected" "$W/hub.log")" -gt "$before" ] && grep -q "bt-node is back at .* restarted; inviting it again" "$W/hub.log"; then
+  ok "node restarted (kill -9) over Bluetooth: the hub saw the restart and had it connected again after ${took}s"
+else
+  ko "node restarted over Bluetooth: not connected again within 30 s"
+fi
+
 kill -TERM $NODEPID $HUBPID 2>/dev/null
 wait $NODEPID; nrc=$?
 wait $HUBPID; hrc=$?
