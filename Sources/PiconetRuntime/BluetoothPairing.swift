@@ -23,13 +23,28 @@ import PiconetPosix
 /// Only one agent should answer per adapter: with bluetoothd running, use its agent instead.
 /// Loop-bound: not `Sendable`.
 public final class PairingAgent {
-    public enum Event: Equatable, Sendable {
+    public enum Event: Equatable, Sendable, CustomStringConvertible {
         case confirmed(ManagementPeer)
         case refused(ManagementPeer, reason: String)
         /// The kernel reported the pairing failed (after our answer, or because the peer refused).
         case failed(ManagementPeer, ManagementStatus)
         /// A reply could not be sent (no CAP_NET_ADMIN, adapter gone): the pairing will time out.
         case replyFailed(ManagementError)
+
+        /// The peer, the result and the detail, for logs and JSON.
+        public var parts: (peer: String, result: String, detail: String) {
+            switch self {
+            case let .confirmed(p): return (p.description, "confirmed", "Just Works")
+            case let .refused(p, why): return (p.description, "refused", why)
+            case let .failed(p, status): return (p.description, "failed", status.description)
+            case let .replyFailed(error): return ("?", "reply failed", error.description)
+            }
+        }
+
+        public var description: String {
+            let (peer, result, detail) = parts
+            return "pairing with \(peer) \(result): \(detail)"
+        }
     }
 
     public struct Statistics: Equatable, Sendable {

@@ -33,3 +33,59 @@ public enum RadioTransport: String, CaseIterable, Sendable {
         try BluetoothAdapter.find((requested ?? board).flatMap(AdapterSelector.init))
     }
 }
+
+/// `--security` and `--pairing` for L2CAP channels, shared by `piconet`, `piconet-node` and
+/// `piconet-hub`. The level is BT_SECURITY; above `low` the kernel pairs devices that share no
+/// key and asks user space to confirm: bluetoothd's agent (`system`) or this process
+/// (`piconet`, `PairingAgent`: Just Works only, under the program's consent).
+public struct LinkSecurity: Equatable, Sendable {
+    public enum Pairing: String, Sendable {
+        case system, piconet
+    }
+
+    public var level: L2CAPSecurity
+    public var pairing: Pairing
+
+    public init(level: L2CAPSecurity = .low, pairing: Pairing = .system) {
+        self.level = level
+        self.pairing = pairing
+    }
+
+    public struct Invalid: Error, Equatable, CustomStringConvertible {
+        public var description: String
+    }
+
+    /// Parses `--security low|medium|high|fips` and `--pairing system|piconet` (nil: the default).
+    public static func parse(level: String?, pairing: String?) throws(Invalid) -> LinkSecurity {
+        var s = LinkSecurity()
+        if let level {
+            guard let l = L2CAPSecurity(name: level) else {
+                throw Invalid(description: "--security takes low, medium, high or fips, not '\(level)'")
+            }
+            s.level = l
+        }
+        if let pairing {
+            guard let p = Pairing(rawValue: pairing) else {
+                throw Invalid(description: "--pairing takes system or piconet, not '\(pairing)'")
+            }
+            s.pairing = p
+        }
+        return s
+    }
+
+    public static let securityHelp = "Bluetooth: link security of L2CAP channels: low (default), medium (encrypted), high or fips (authenticated key)."
+    public static let pairingHelp = "Bluetooth: who answers pairing for --security medium and up: system (bluetoothd's agent, default) or piconet (this process confirms Just Works pairing with the peers it admits; numeric comparison and passkeys are refused, so high and fips need a system agent)."
+}
+
+extension L2CAPSecurity {
+    /// low, medium, high or fips.
+    public init?(name: String) {
+        switch name {
+        case "low": self = .low
+        case "medium": self = .medium
+        case "high": self = .high
+        case "fips": self = .fips
+        default: return nil
+        }
+    }
+}

@@ -25,6 +25,8 @@ final class HubApp {
     let udp: UDPEndpoint?
     /// The L2CAP side (`bluetooth`, `any`).
     let bluetooth: BluetoothSessionHost?
+    /// `--pairing piconet`: answers the kernel's pairing questions for the channels the hub dials.
+    var pairingAgent: PairingAgent?
     let session: PeerSession
     var browser: ServiceBrowser?
     /// `--transport bluetooth|any`: LE (and mDNS) discovery merged, instead of `browser`.
@@ -79,8 +81,18 @@ final class HubApp {
         if settings.transport.usesBluetooth {
             let adapter = try RadioTransport.adapter(settings.adapter, board: profile?.bluetoothAdapter)
             // No listen PSM: the hub only dials the channels its invitations go over.
+            var bt = L2CAPDatagramEndpoint.Configuration()
+            bt.options.security = settings.linkSecurity.level
             let host = try BluetoothSessionHost(loop: loop, adapter: adapter, listenPSM: nil, identity: identity, configuration: config,
+                                                bluetoothConfiguration: bt,
                                                 udpBind: settings.transport == .any ? .ipv4(0, 0, 0, 0, port: 0) : nil)
+            if settings.linkSecurity.pairing == .piconet {
+                // Just Works pairing, only with the nodes the hub is dialling.
+                let endpoint = host.bluetooth
+                pairingAgent = try PairingAgent(loop: loop, adapter: adapter, consent: { [weak endpoint] p in
+                    endpoint?.hasChannel(toDevice: p.address) ?? false
+                })
+            }
             bluetooth = host
             udp = host.udp
             session = host.session
@@ -112,6 +124,9 @@ final class HubApp {
         Console.out("piconet-hub: identity \(identity.peerID), \(sessionText), \(recorder.statusLine)\n")
         session.onEvent = { [unowned self] in self.handle($0) }
         if let bluetooth {
+            pairingAgent?.onEvent = { [unowned self] e in
+                if !self.inPlace { Console.out("piconet-hub: \(e)\n") }
+            }
             bluetooth.bluetooth.onChannelEvent = { [unowned self] e in
                 if !self.inPlace { Console.out("piconet-hub: bluetooth: \(e)\n") }
                 if case let .opened(address, false, _, _, _) = e { self.bluetoothChannelOpened(address) }
@@ -162,6 +177,7 @@ final class HubApp {
         peerBrowser?.stop()
         session.close()
         lights?.close()
+        pairingAgent?.close()
         loop.schedule(after: .milliseconds(50)) { [unowned self] in self.loop.stop() }
     }
 

@@ -29,10 +29,13 @@ struct HubSettings {
     var transport: RadioTransport = .wifi
     /// `--adapter` (hciN, N or an address); nil: the board profile's, else the first one up.
     var adapter: String?
+    /// BT_SECURITY of the channels the hub dials and who answers pairing (`--security`, `--pairing`).
+    var linkSecurity = LinkSecurity()
 
     static let knownKeys: Set<String> = ["name", "role", "service", "interfaces", "stateDirectory", "identity", "invite",
                                          "allowList", "http", "db", "maxHeartRate", "retentionDays", "encryption",
-                                         "board", "gpioChip", "boardsDirectory", "transport", "adapter"]
+                                         "board", "gpioChip", "boardsDirectory", "transport", "adapter",
+                                         "security", "pairing"]
 
     struct Invalid: Error, CustomStringConvertible { var description: String }
 
@@ -94,6 +97,14 @@ struct HubSettings {
         do throws(RadioTransport.Invalid) {
             s.transport = try RadioTransport.parse(transportText, adapter: s.adapter)
         } catch { throw Invalid(description: error.description) }
+        let securityText = try c.security ?? file?.string("security")
+        let pairingText = try c.pairing ?? file?.string("pairing")
+        do throws(LinkSecurity.Invalid) {
+            s.linkSecurity = try LinkSecurity.parse(level: securityText, pairing: pairingText)
+        } catch { throw Invalid(description: error.description) }
+        if s.linkSecurity != LinkSecurity(), !s.transport.usesBluetooth {
+            throw Invalid(description: "--security and --pairing need --transport bluetooth or any")
+        }
         return s
     }
 }

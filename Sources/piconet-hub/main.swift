@@ -1,4 +1,5 @@
 import ArgumentParser
+import PiconetRuntime
 import PiconetPosix
 
 /// `piconet-hub`: the aggregator hub.
@@ -15,7 +16,7 @@ struct HubCommand: ParsableCommand {
         Example (one-machine demo): piconet-hub --interface lo --http 127.0.0.1:8080 --db /tmp/hub.sqlite
         HTTP: GET /  (live page)   /api/nodes   /api/nodes/{id}/series?window=10s|60s|session   /metrics
         Config file keys (JSON object): name, role, service, interfaces, stateDirectory, identity, invite,
-        allowList, http, db, maxHeartRate, retentionDays, encryption, board, gpioChip, transport, adapter.
+        allowList, http, db, maxHeartRate, retentionDays, encryption, board, gpioChip, transport, adapter, security, pairing.
         Bluetooth: piconet-hub --transport bluetooth --adapter hci0 (LE scanning, invitations over L2CAP).
         """)
 
@@ -52,6 +53,10 @@ struct HubCommand: ParsableCommand {
     var transport: String?
     @Option(help: "Bluetooth adapter: hciN, N or its address (default: the board profile's, else the first one that is up).")
     var adapter: String?
+    @Option(help: ArgumentHelp(stringLiteral: LinkSecurity.securityHelp))
+    var security: String?
+    @Option(help: ArgumentHelp(stringLiteral: LinkSecurity.pairingHelp))
+    var pairing: String?
     @Option(help: "Stop after this many seconds (0 = run until SIGINT/SIGTERM).")
     var duration: Double = 0
     @Flag(help: "Plain lines instead of the in-place table, even on a terminal.")

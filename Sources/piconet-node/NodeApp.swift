@@ -30,6 +30,8 @@ final class NodeApp {
     let trust: TrustStoreKeeper?
     var advertiser: ServiceAdvertiser?
     var leAdvertiser: BluetoothAdvertiser?
+    /// `--pairing piconet`: answers the kernel's pairing questions for the hub's channel.
+    var pairingAgent: PairingAgent?
     /// Set when a radio failed after start (e.g. LE advertising refused): `run` throws it.
     var failure: NodeSettings.Invalid?
     let lights: BoardLights?
@@ -55,12 +57,19 @@ final class NodeApp {
         config.encryption = settings.encryption
         if settings.transport.usesBluetooth {
             let adapter = try RadioTransport.adapter(settings.adapter, board: profile?.bluetoothAdapter)
+            var bt = L2CAPDatagramEndpoint.Configuration()
+            bt.options.security = settings.linkSecurity.level
             let host = try BluetoothSessionHost(
                 loop: loop, adapter: adapter, listenPSM: settings.psm, identity: identity, configuration: config,
-                udpBind: settings.transport == .any ? .ipv4(0, 0, 0, 0, port: settings.port) : nil)
+                bluetoothConfiguration: bt, udpBind: settings.transport == .any ? .ipv4(0, 0, 0, 0, port: settings.port) : nil)
             // BT_DEFER_SETUP: refusing everyone is decided at the link; every finer policy needs
             // the hub's identity, which only the invitation inside the channel carries.
             if settings.policy == .declineAll { host.bluetooth.admit = { _ in false } }
+            if settings.linkSecurity.pairing == .piconet {
+                // Just Works pairing under the same link-level consent as the channel itself.
+                let declineAll = settings.policy == .declineAll
+                pairingAgent = try PairingAgent(loop: loop, adapter: adapter, consent: { _ in !declineAll })
+            }
             bluetooth = host
             udp = host.udp
             session = host.session
@@ -94,6 +103,7 @@ final class NodeApp {
 
     func run() throws {
         session.onEvent = { [unowned self] in self.handle($0) }
+        pairingAgent?.onEvent = { [unowned self] e in self.log("\(e)") }
         var info: [(String, String?)] = [
             ("v", "1"), ("id", identity.peerID.description), ("board", settings.board),
             ("caps", "hr,motion"), ("profile", settings.profile.name),
@@ -150,6 +160,7 @@ final class NodeApp {
         advertiser?.stop()
         session.close()
         lights?.close()
+        pairingAgent?.close()
         // One more turn lets the goodbye and close datagrams leave; the LE instance is removed
         // first (at most 2 s), so a restarted node does not find a stale advertisement.
         let stop = { [unowned self] in _ = self.loop.schedule(after: .milliseconds(50)) { [unowned self] in self.loop.stop() } }

@@ -29,10 +29,13 @@ struct NodeSettings {
     var adapter: String?
     /// The LE credit-based PSM the node accepts the hub's channel on (advertised over LE).
     var psm: UInt16 = 129
+    /// BT_SECURITY of the L2CAP listener and who answers pairing (`--security`, `--pairing`).
+    var linkSecurity = LinkSecurity()
 
     static let knownKeys: Set<String> = ["name", "role", "service", "board", "interfaces", "stateDirectory", "identity", "trustStore",
                                          "accept", "allowList", "profile", "seed", "motionHz", "port", "encryption",
-                                         "boardsDirectory", "gpioChip", "transport", "adapter", "psm"]
+                                         "boardsDirectory", "gpioChip", "transport", "adapter", "psm",
+                                         "security", "pairing"]
 
     struct Invalid: Error, CustomStringConvertible {
         var description: String
@@ -78,6 +81,14 @@ struct NodeSettings {
                 throw Invalid(description: "--psm takes an LE PSM in 128...255, not \(psm)")
             }
             s.psm = psm
+        }
+        let securityText = try c.string("security") ?? file?.string("security")
+        let pairingText = try c.string("pairing") ?? file?.string("pairing")
+        do throws(LinkSecurity.Invalid) {
+            s.linkSecurity = try LinkSecurity.parse(level: securityText, pairing: pairingText)
+        } catch { throw Invalid(description: error.description) }
+        if s.linkSecurity != LinkSecurity(), !s.transport.usesBluetooth {
+            throw Invalid(description: "--security and --pairing need --transport bluetooth or any")
         }
         return s
     }

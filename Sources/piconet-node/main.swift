@@ -22,7 +22,7 @@ enum NodeCommand {
 
         Config file keys (JSON object): name, role, service, board, interfaces, stateDirectory,
         identity, trustStore, accept, allowList, profile, seed, motionHz, port, encryption, boardsDirectory, gpioChip,
-        transport, adapter, psm.
+        transport, adapter, psm, security, pairing.
         Bluetooth: piconet-node --transport bluetooth --adapter hci1 --accept all (LE advertising, L2CAP PSM 129).
         """,
         options: [
@@ -48,6 +48,8 @@ enum NodeCommand {
             .value("adapter", "hciN|ADDR",
                    help: "Bluetooth adapter (default: the board profile's, else the first one that is up)."),
             .value("psm", "psm", help: "Bluetooth: the LE L2CAP PSM to accept the hub on, 128-255 (default 129)."),
+            .value("security", "level", help: LinkSecurity.securityHelp),
+            .value("pairing", "who", help: LinkSecurity.pairingHelp),
             .value("duration", "seconds", help: "Stop after this many seconds (0 = run until SIGINT/SIGTERM)."),
             .flag("quiet", help: "Print only errors."),
         ])

@@ -115,7 +115,7 @@ struct ListenCommand: ParsableCommand {
     var psm: String?
     @Option(help: "Bluetooth: link security asked of incoming channels: low, medium, high or fips (BT_SECURITY).")
     var security: String = "low"
-    @Option(help: PairingChoice.help)
+    @Option(help: ArgumentHelp(stringLiteral: LinkSecurity.pairingHelp))
     var pairing: String = "system"
     @OptionGroup var common: SessionCommonOptions
     @OptionGroup var radio: TransportOptions
@@ -124,7 +124,7 @@ struct ListenCommand: ParsableCommand {
         let me = name ?? localHostName()
         let transport = try radio.choice("listen")
         let linkSecurity = try parseSecurity(security, command: "listen")
-        let pairingChoice = try PairingChoice.parse(pairing, command: "listen")
+        let pairingChoice = try parsePairing(pairing, command: "listen")
         let channel = try ChannelPSM(psm ?? "129", command: "listen")
         let adapter = transport.usesBluetooth ? try radio.resolveAdapter("listen") : nil
         var config = SessionConfiguration(encryption: try common.preference("listen"))
@@ -392,7 +392,7 @@ struct SendCommand: ParsableCommand {
     var name: String?
     @Option(help: "Bluetooth: link security asked of the channel: low, medium, high or fips (BT_SECURITY). A link that cannot reach it fails with 'link security X not reached' or, when pairing never answers, 'timed out'.")
     var security: String = "low"
-    @Option(help: PairingChoice.help)
+    @Option(help: ArgumentHelp(stringLiteral: LinkSecurity.pairingHelp))
     var pairing: String = "system"
     @OptionGroup var common: SessionCommonOptions
     @OptionGroup var radio: TransportOptions
@@ -402,7 +402,7 @@ struct SendCommand: ParsableCommand {
         guard count >= 1 else { throw fail("send", "--count must be at least 1", code: 2) }
         let transport = try radio.choice("send")
         let linkSecurity = try parseSecurity(security, command: "send")
-        let pairingChoice = try PairingChoice.parse(pairing, command: "send")
+        let pairingChoice = try parsePairing(pairing, command: "send")
         // A Bluetooth peer given outright: --to ADDR/PSM, or --address ADDR/PSM.
         var direct: EndpointAddress?
         if transport.usesBluetooth {

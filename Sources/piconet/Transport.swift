@@ -49,36 +49,23 @@ struct TransportOptions: ParsableArguments {
 
 /// `--security` for L2CAP channels.
 func parseSecurity(_ text: String, command: String) throws -> L2CAPSecurity {
-    switch text {
-    case "low": return .low
-    case "medium": return .medium
-    case "high": return .high
-    case "fips": return .fips
-    default: throw cliFailure(command, "--security must be low, medium, high or fips, got \"\(text)\"", code: 2)
+    guard let level = L2CAPSecurity(name: text) else {
+        throw cliFailure(command, "--security must be low, medium, high or fips, got \"\(text)\"", code: 2)
     }
+    return level
 }
 
-/// `--pairing`: who answers the kernel's pairing questions when a secured channel needs a key.
-enum PairingChoice: String {
-    /// bluetoothd's agent (Raspberry Pi OS: `bluetoothctl agent ...`); nobody, without bluetoothd.
-    case system
-    /// This process (`PairingAgent`): Just Works confirmed under the command's consent; numeric
-    /// comparison and passkeys refused (no display, no keyboard).
-    case piconet
-
-    static let help: ArgumentHelp = "Bluetooth: who answers pairing for --security medium and up: system (bluetoothd's agent) or piconet (this process confirms Just Works pairing with the peers it admits; numeric comparison and passkeys are refused, so high and fips need a system agent)."
-
-    static func parse(_ text: String, command: String) throws -> PairingChoice {
-        guard let c = PairingChoice(rawValue: text) else {
-            throw cliFailure(command, "--pairing must be system or piconet, got \"\(text)\"", code: 2)
-        }
-        return c
+/// `--pairing system|piconet`.
+func parsePairing(_ text: String, command: String) throws -> LinkSecurity.Pairing {
+    guard let p = LinkSecurity.Pairing(rawValue: text) else {
+        throw cliFailure(command, "--pairing must be system or piconet, got \"\(text)\"", code: 2)
     }
+    return p
 }
 
 /// Starts Piconet's pairing agent on `adapter` when `choice` is `.piconet` (nil otherwise),
 /// reporting each decision as a `# pairing ...` line on stderr (or a JSON object on stdout).
-func startPairingAgent(_ choice: PairingChoice, loop: EpollLoop, adapter: BluetoothAdapter?, command: String,
+func startPairingAgent(_ choice: LinkSecurity.Pairing, loop: EpollLoop, adapter: BluetoothAdapter?, command: String,
                        json: Bool, consent: @escaping (ManagementPeer) -> Bool) throws -> PairingAgent? {
     guard choice == .piconet else { return nil }
     guard let adapter else { throw cliFailure(command, "--pairing piconet needs --transport bluetooth or any", code: 2) }
@@ -87,17 +74,11 @@ func startPairingAgent(_ choice: PairingChoice, loop: EpollLoop, adapter: Blueto
         throw cliFailure(command, error.description, code: 1)
     }
     agent.onEvent = { e in
-        let (peer, result, detail): (String, String, String)
-        switch e {
-        case let .confirmed(p): (peer, result, detail) = (p.description, "confirmed", "Just Works")
-        case let .refused(p, why): (peer, result, detail) = (p.description, "refused", why)
-        case let .failed(p, status): (peer, result, detail) = (p.description, "failed", status.description)
-        case let .replyFailed(error): (peer, result, detail) = ("?", "reply failed", error.description)
-        }
         if json {
+            let (peer, result, detail) = e.parts
             emitLine("{\"event\":\"pairing\",\"peer\":\(jsonString(peer)),\"result\":\(jsonString(result)),\"detail\":\(jsonString(detail))}")
         } else {
-            errorLine("# pairing with \(peer) \(result): \(detail)")
+            errorLine("# \(e)")
         }
     }
     return agent

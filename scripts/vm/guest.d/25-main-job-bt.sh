@@ -21,6 +21,9 @@ fi
 "$NODE" --transport nfc > "$W/bad.log" 2>&1; rc=$?
 [ $rc = 2 ] && grep -q "transport takes wifi, bluetooth or any" "$W/bad.log" && ok "piconet-node --transport nfc: exit 2, one line" \
   || { ko "piconet-node --transport nfc (exit $rc)"; cat "$W/bad.log"; }
+"$NODE" --security medium > "$W/bad.log" 2>&1; rc=$?
+[ $rc = 2 ] && grep -q "security and --pairing need --transport bluetooth or any" "$W/bad.log" && ok "piconet-node --security without Bluetooth: exit 2, one line" \
+  || { ko "piconet-node --security without Bluetooth (exit $rc)"; cat "$W/bad.log"; }
 "$HUB" --adapter hci0 --db off --http off > "$W/bad.log" 2>&1; rc=$?
 [ $rc = 2 ] && grep -q "adapter needs --transport bluetooth or any" "$W/bad.log" && ok "piconet-hub --adapter without --transport: exit 2" \
   || { ko "piconet-hub --adapter without --transport (exit $rc)"; cat "$W/bad.log"; }
@@ -48,10 +51,10 @@ ip link set lo up
 PORT=18089
 t=$(up)
 "$HUB" --transport bluetooth --adapter hci0 --http 127.0.0.1:$PORT --db off --plain --name bt-hub \
-  --identity "$W/hub.key" > "$W/hub.log" 2>&1 &
+  --security medium --pairing piconet --identity "$W/hub.key" > "$W/hub.log" 2>&1 &
 HUBPID=$!
 "$NODE" --transport bluetooth --adapter hci1 --accept all --name bt-node --identity "$W/node.key" --seed 7 \
-  > "$W/node.log" 2>&1 &
+  --security medium --pairing piconet > "$W/node.log" 2>&1 &
 NODEPID=$!
 found=""
 i=0
@@ -69,6 +72,12 @@ else
   ko "hub /api/nodes showed no connected node with a plausible bpm within 90 s (bpm '${found}')"
 fi
 grep -q "over Bluetooth LE on hci1" "$W/node.log" && ok "node advertised over LE on hci1" || ko "node: no LE advertising line"
+# --security medium --pairing piconet on both: the channel is encrypted after Just Works pairing
+# that each side confirmed itself (no bluetoothd in the VM).
+grep -q "pairing with .* confirmed: Just Works" "$W/hub.log" && grep -q "pairing with .* confirmed: Just Works" "$W/node.log" \
+  && grep -q "opened(.*security: Optional(2))" "$W/hub.log" \
+  && ok "--security medium --pairing piconet: paired (hub and node confirmed Just Works), channel at security medium" \
+  || ko "--security medium --pairing piconet: no pairing confirmed on both sides or channel not at medium"
 grep -q "inviting 'bt-node' over Bluetooth" "$W/hub.log" && ok "hub invited the node over Bluetooth by its LE advertisement" \
   || ko "hub: no Bluetooth invitation line"
 
@@ -80,7 +89,7 @@ before=$(grep -c "bt-node connected" "$W/hub.log")
 kill -KILL $NODEPID 2>/dev/null; wait $NODEPID 2>/dev/null
 t=$(up)
 "$NODE" --transport bluetooth --adapter hci1 --accept all --name bt-node --identity "$W/node.key" --seed 7 \
-  > "$W/node2.log" 2>&1 &
+  --security medium --pairing piconet > "$W/node2.log" 2>&1 &
 NODEPID=$!
 i=0
 while [ $i -lt 300 ] && [ "$(grep -c "bt-node connected" "$W/hub.log")" -le "$before" ]; do sleep 0.1; i=$((i + 1)); done
