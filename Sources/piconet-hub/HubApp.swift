@@ -153,6 +153,8 @@ final class HubApp {
             input.onEnd = { [unowned self] in
                 Console.err("piconet-hub: standard input closed: no more invitations will be asked for\n")
                 self.questions.removeAll()
+                // Bluetooth nodes waiting for an answer get none: they are not kept.
+                for peer in self.bluetoothNodes.held { self.answerHeld(peer, yes: false) }
             }
             answers = input
         }
@@ -243,6 +245,10 @@ final class HubApp {
     /// Prints the oldest waiting question.
     func ask() {
         guard let peer = questions.first else { return }
+        if bluetoothNodes.held.contains(peer) {
+            Console.out("piconet-hub: node '\(names[peer] ?? "?")' (\(peer)) answered over Bluetooth; record its data? [y/n] ")
+            return
+        }
         let name = discovered[peer]?.name ?? peer.description
         Console.out("piconet-hub: invite node '\(name)' (\(peer))? [y/n] ")
     }
@@ -250,6 +256,13 @@ final class HubApp {
     func answer(_ line: String) {
         guard !questions.isEmpty else { return }
         let peer = questions.removeFirst()
+        if bluetoothNodes.held.contains(peer) {
+            let yes = line.first == "y" || line.first == "Y"
+            if yes { approved.insert(peer) } else { refused.insert(peer) }
+            answerHeld(peer, yes: yes)
+            ask()
+            return
+        }
         if line.first == "y" || line.first == "Y" {
             approved.insert(peer)
             inviteIfNeeded(peer)
@@ -265,6 +278,7 @@ final class HubApp {
     func handle(_ event: SessionEvent) {
         switch event {
         case let .received(bytes, from, _):
+            if holdingBluetoothNode(from) { return }
             ingest(bytes, from: from)
         case let .invitationFinished(id, outcome):
             if bluetoothInvitationFinished(id, outcome) { return }

@@ -24,8 +24,10 @@ struct HubBluetoothNodes {
     var connected: Set<PeerID> = []
     /// Nodes said to be heard over both radios (said once each).
     var heardOnBoth: Set<PeerID> = []
-    /// Bluetooth-only nodes not asked about under `--invite ask` (said once each).
-    var notAsked: Set<EndpointAddress> = []
+    /// `--invite ask`: Bluetooth-only nodes connected but not yet approved (their data is not
+    /// recorded until a person says yes), and messages dropped meanwhile.
+    var held: Set<PeerID> = []
+    var heldDropped: [PeerID: Int] = [:]
     var failure: String?
 
     static let limit = 256
@@ -107,10 +109,10 @@ extension HubApp {
             guard let tag = b.peerTag, allow.contains(where: { UInt16($0.bytes[0]) << 8 | UInt16($0.bytes[1]) == tag }) else { return }
         }
         if settings.askBeforeInviting {
-            if bluetoothNodes.notAsked.count < HubBluetoothNodes.limit, bluetoothNodes.notAsked.insert(address).inserted {
-                Console.out("piconet-hub: not inviting '\(p.name)' (\(address)): --invite ask needs the node's peer ID, which only Wi-Fi discovery gives\n")
-            }
-            return
+            // The LE advertisement has only a 16-bit tag, so the question waits for the full ID,
+            // which the invitation's handshake proves: invite, then ask before recording anything.
+            guard answers != nil else { return }
+            if let peer = bluetoothNodes.peers[address], refused.contains(peer) { return }
         }
         if let t = bluetoothNodes.retryAt[address], loop.now < t { return }
         do {
@@ -136,12 +138,42 @@ extension HubApp {
             }
             names[peer] = name
             bluetoothNodes.connected.insert(peer)
+            if settings.askBeforeInviting, !approved.contains(peer), !questions.contains(peer) {
+                bluetoothNodes.held.insert(peer)
+                questions.append(peer)
+                if questions.count == 1 { ask() }
+            }
             return true
         }
         if !inPlace { Console.out("piconet-hub: invitation to \(name) over Bluetooth \(outcome)\n") }
         bluetoothNodes.retryAt[address] = loop.now + Self.inviteRetry
         loop.schedule(after: Self.inviteRetry) { [weak self] in self?.inviteOverBluetooth(address) }
         return true
+    }
+
+    /// `--invite ask`, a Bluetooth node held: its data is not recorded until the answer (counted).
+    /// Returns true when `peer` is held.
+    func holdingBluetoothNode(_ peer: PeerID) -> Bool {
+        guard bluetoothNodes.held.contains(peer) else { return false }
+        bluetoothNodes.heldDropped[peer, default: 0] += 1
+        return true
+    }
+
+    /// The answer for a held Bluetooth node: yes records its data from now on; no ends its
+    /// session and does not invite it again.
+    func answerHeld(_ peer: PeerID, yes: Bool) {
+        bluetoothNodes.held.remove(peer)
+        let dropped = bluetoothNodes.heldDropped.removeValue(forKey: peer) ?? 0
+        let name = names[peer] ?? peer.description
+        if yes {
+            Console.out("piconet-hub: recording \(name) (\(dropped) messages before your answer were not recorded)\n")
+        } else {
+            Console.out("piconet-hub: not keeping \(name): closing its session\n")
+            if let address = bluetoothNodes.peers.first(where: { $0.value == peer })?.key {
+                bluetoothNodes.retryAt[address] = loop.now + .seconds(3600)
+            }
+            session.disconnect(peer)
+        }
     }
 
     /// How long a lost Bluetooth node has, once a new channel to it is open, to resume its session.

@@ -30,7 +30,7 @@ struct HubCommand: ParsableCommand {
     var interface: [String] = []
     @Option(help: "Identity key file (created with mode 0600 on first run).")
     var identity: String?
-    @Option(help: "Which nodes to invite: auto (every node found), ask (y/n on the terminal for each new node), or a comma-separated list of node peer IDs.")
+    @Option(help: "Which nodes to invite: auto (every node found), ask (y/n on the terminal for each new node; over Bluetooth only, asked once the handshake proved its ID, before anything is recorded), or a comma-separated list of node peer IDs.")
     var invite: String?
     @Option(help: "Encryption preference: required, optional or none.")
     var encryption: String?

@@ -10,6 +10,16 @@ PASS=0; FAIL=0; SKIP=0
 ok() { PASS=$((PASS + 1)); echo "PASS: $*"; }
 ko() { FAIL=$((FAIL + 1)); echo "FAIL: $*"; }
 up() { cut -d' ' -f1 /proc/uptime; }
+# wait_connected SECONDS: polls /api/nodes on $PORT until a connected node with a bpm shows;
+# sets found=1 (or empty), i = seconds waited, json = the last answer.
+wait_connected() {
+  found=""; i=0
+  while [ $i -lt "$1" ]; do
+    json=$(curl -s --max-time 2 "http://127.0.0.1:$PORT/api/nodes")
+    echo "$json" | grep -q '"state":"connected"' && echo "$json" | grep -qE '"bpm":[0-9]' && { found=1; break; }
+    sleep 1; i=$((i + 1))
+  done
+}
 W=/tmp/main-job-bt; rm -rf "$W"; mkdir -p "$W"
 NODE="$PICONET_BIN_DIR/piconet-node"; HUB="$PICONET_BIN_DIR/piconet-hub"
 if [ ! -x "$NODE" ] || [ ! -x "$HUB" ] || ! command -v curl >/dev/null; then
@@ -110,6 +120,37 @@ if [ "$FAIL" != 0 ]; then
   echo "  --- hub log"; tail -n 40 "$W/hub.log"; echo "  --- node log"; tail -n 40 "$W/node.log"
 fi
 
+# --invite ask over Bluetooth only: the LE advertisement carries a 16-bit tag, so the hub invites,
+# and once the handshake proved the node's full peer ID it asks before recording anything.
+# Answer "y" on its stdin (a FIFO): the node's data then shows in /api/nodes.
+F0=$FAIL; PORT=18091; mkfifo "$W/answers"
+"$HUB" --transport bluetooth --adapter hci0 --http 127.0.0.1:$PORT --db off --plain --name ask-hub \
+  --invite ask --identity "$W/hub.key" < "$W/answers" > "$W/hub-ask.log" 2>&1 &
+HUBPID=$!
+exec 7> "$W/answers"
+"$NODE" --transport bluetooth --adapter hci1 --accept all --name ask-node --identity "$W/node.key" --seed 9 \
+  > "$W/node-ask.log" 2>&1 &
+NODEPID=$!
+i=0; while [ $i -lt 600 ] && ! grep -q "record its data? \[y/n\]" "$W/hub-ask.log"; do sleep 0.1; i=$((i + 1)); done
+asked=$(grep -o "node 'ask-node' ([0-9a-f]*) answered over Bluetooth" "$W/hub-ask.log" | head -n1 | grep -oE "[0-9a-f]{32}")
+nodeid=$(grep -oE "identity [0-9a-f]{32}" "$W/node-ask.log" | head -n1 | cut -d' ' -f2)
+json=$(curl -s --max-time 2 "http://127.0.0.1:$PORT/api/nodes")
+if [ -n "$asked" ] && [ "$asked" = "$nodeid" ] && ! echo "$json" | grep -q '"bpm"'; then
+  ok "--invite ask over Bluetooth: the hub asked with the node's full peer ID ($asked), nothing recorded before the answer"
+else
+  ko "--invite ask over Bluetooth: asked '$asked', node '$nodeid', /api/nodes before the answer: $(echo "$json" | cut -c1-120)"
+fi
+echo y >&7
+wait_connected 30
+grep -q "recording ask-node" "$W/hub-ask.log" && [ -n "$found" ] \
+  && ok "--invite ask over Bluetooth: after 'y' the node is recorded ($(grep -o 'recording ask-node.*' "$W/hub-ask.log" | head -n1))" \
+  || ko "--invite ask over Bluetooth: no data recorded after 'y'"
+exec 7>&-
+kill -TERM $NODEPID $HUBPID 2>/dev/null; wait $NODEPID; wait $HUBPID
+if [ "$FAIL" != "$F0" ]; then
+  echo "  --- hub log"; tail -n 30 "$W/hub-ask.log"; echo "  --- node log"; tail -n 20 "$W/node-ask.log"
+fi
+
 # --transport any on both, Wi-Fi being the guest's loopback: the node is heard over LE and
 # mDNS, merged into one node (LE peer tag = the first bytes of the mDNS `peer` ID) and invited
 # over Wi-Fi only: no Bluetooth invitation, no L2CAP channel.
@@ -121,12 +162,7 @@ HUBPID=$!
 "$NODE" --transport any --adapter hci1 --interface lo --accept all --name any-node --identity "$W/node.key" --seed 8 \
   > "$W/node-any.log" 2>&1 &
 NODEPID=$!
-found=""; i=0
-while [ $i -lt 60 ]; do
-  json=$(curl -s --max-time 2 "http://127.0.0.1:$PORT/api/nodes")
-  echo "$json" | grep -q '"state":"connected"' && echo "$json" | grep -qE '"bpm":[0-9]' && { found=1; break; }
-  sleep 1; i=$((i + 1))
-done
+wait_connected 60
 echo "  | /api/nodes: $(echo "$json" | cut -c1-200)"
 n=$(echo "$json" | grep -o '"id":' | wc -l)
 [ -n "$found" ] && [ "$n" = 1 ] && ok "--transport any: one node, connected with a bpm after ${i}s (${t}s -> $(up)s)" \
