@@ -113,18 +113,14 @@ struct ListenCommand: ParsableCommand {
     var exitAfter: Int?
     @Option(help: "Bluetooth: the L2CAP PSM to accept channels on: LE 128-255 (default 129), or BR/EDR odd >= 4097.")
     var psm: String?
-    @Option(help: "Bluetooth: link security asked of incoming channels: low, medium, high or fips (BT_SECURITY).")
-    var security: String = "low"
-    @Option(help: ArgumentHelp(stringLiteral: LinkSecurity.pairingHelp))
-    var pairing: String = "system"
+    @OptionGroup var link: LinkSecurityOptions
     @OptionGroup var common: SessionCommonOptions
     @OptionGroup var radio: TransportOptions
 
     func run() throws {
         let me = name ?? localHostName()
         let transport = try radio.choice("listen")
-        let linkSecurity = try parseSecurity(security, command: "listen")
-        let pairingChoice = try parsePairing(pairing, command: "listen")
+        let (linkSecurity, pairingChoice) = try link.resolve("listen")
         let channel = try ChannelPSM(psm ?? "129", command: "listen")
         let adapter = transport.usesBluetooth ? try radio.resolveAdapter("listen") : nil
         var config = SessionConfiguration(encryption: try common.preference("listen"))
@@ -390,10 +386,7 @@ struct SendCommand: ParsableCommand {
     var timeout: Int = 60
     @Option(help: "Display name.")
     var name: String?
-    @Option(help: "Bluetooth: link security asked of the channel: low, medium, high or fips (BT_SECURITY). A link that cannot reach it fails with 'link security X not reached' or, when pairing never answers, 'timed out'.")
-    var security: String = "low"
-    @Option(help: ArgumentHelp(stringLiteral: LinkSecurity.pairingHelp))
-    var pairing: String = "system"
+    @OptionGroup var link: LinkSecurityOptions
     @OptionGroup var common: SessionCommonOptions
     @OptionGroup var radio: TransportOptions
 
@@ -401,8 +394,7 @@ struct SendCommand: ParsableCommand {
         guard (message == nil) != (file == nil) else { throw fail("send", "give exactly one of --message or --file", code: 2) }
         guard count >= 1 else { throw fail("send", "--count must be at least 1", code: 2) }
         let transport = try radio.choice("send")
-        let linkSecurity = try parseSecurity(security, command: "send")
-        let pairingChoice = try parsePairing(pairing, command: "send")
+        let (linkSecurity, pairingChoice) = try link.resolve("send")
         // A Bluetooth peer given outright: --to ADDR/PSM, or --address ADDR/PSM.
         var direct: EndpointAddress?
         if transport.usesBluetooth {

@@ -47,20 +47,22 @@ struct TransportOptions: ParsableArguments {
     }
 }
 
-/// `--security` for L2CAP channels.
-func parseSecurity(_ text: String, command: String) throws -> L2CAPSecurity {
-    guard let level = L2CAPSecurity(name: text) else {
-        throw cliFailure(command, "--security must be low, medium, high or fips, got \"\(text)\"", code: 2)
-    }
-    return level
-}
+/// `--security` and `--pairing`, shared by `listen` and `send`.
+struct LinkSecurityOptions: ParsableArguments {
+    @Option(help: "Bluetooth: link security of the L2CAP channel: low, medium, high or fips (BT_SECURITY). A link that cannot reach it fails with 'link security X not reached' or, when pairing never answers, 'timed out'.")
+    var security: String = "low"
+    @Option(help: ArgumentHelp(stringLiteral: LinkSecurity.pairingHelp))
+    var pairing: String = "system"
 
-/// `--pairing system|piconet`.
-func parsePairing(_ text: String, command: String) throws -> LinkSecurity.Pairing {
-    guard let p = LinkSecurity.Pairing(rawValue: text) else {
-        throw cliFailure(command, "--pairing must be system or piconet, got \"\(text)\"", code: 2)
+    /// The level and who pairs, or exit 2 with one line.
+    func resolve(_ command: String) throws -> (L2CAPSecurity, LinkSecurity.Pairing) {
+        do {
+            let s = try LinkSecurity.parse(level: security, pairing: pairing)
+            return (s.level, s.pairing)
+        } catch {
+            throw cliFailure(command, error.description, code: 2)
+        }
     }
-    return p
 }
 
 /// Starts Piconet's pairing agent on `adapter` when `choice` is `.piconet` (nil otherwise),
