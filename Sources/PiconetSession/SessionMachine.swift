@@ -202,14 +202,15 @@ public struct SessionMachine {
         for p in peers {
             guard let i = peerLinks[p], let l = links[i] else { throw .notConnected(p) }
             if mode == .reliable, l.channels.sender.isStalled { throw .stalled }
+            if mode == .unreliable {
+                // Each peer's path has its own datagram size (an L2CAP channel's MTU).
+                let limit = SessionMachine.unreliablePayload(l.datagramSize)
+                guard message.count <= limit else { throw .messageTooLarge(size: message.count, limit: limit) }
+            }
             targets.append(i)
         }
         switch mode {
         case .unreliable:
-            for i in targets {
-                let limit = links[i].map { SessionMachine.unreliablePayload($0.datagramSize) } ?? maximumUnreliablePayload
-                guard message.count <= limit else { throw .messageTooLarge(size: message.count, limit: limit) }
-            }
             for i in targets {
                 guard var l = links.removeValue(forKey: i) else { continue }
                 let seq = l.channels.unreliableSeq
