@@ -410,8 +410,8 @@ public struct SessionMachine {
         var l = Link(index: index, initiator: initiator, address: address, retryDelay: configuration.handshakeRetry,
                      replay: ReplayWindow(size: configuration.replayWindow), channels: newChannels(),
                      lastHeard: now, lastSent: now)
-        l.datagramSize = configuration.maximumDatagramSize
-        _ = fitPath(&l)
+        l.datagramSize = configuration.maximumDatagramSize   // what `newChannels()` cut for
+        _ = fitPath(&l)                                      // fresh channels: always fits
         return l
     }
 
@@ -427,7 +427,7 @@ public struct SessionMachine {
     /// a smaller path mid-stream): the caller ends the link with `.pathTooSmall`.
     mutating func fitPath(_ l: inout Link) -> Bool {
         let size = min(configuration.maximumDatagramSize, pathLimit ?? configuration.maximumDatagramSize)
-        guard size != l.datagramSize || l.channels.sender.fragmentSize != SessionMachine.reliablePayload(size) else { return true }
+        guard size != l.datagramSize else { return true }
         l.datagramSize = size
         return l.channels.sender.resize(fragmentSize: SessionMachine.reliablePayload(size))
     }

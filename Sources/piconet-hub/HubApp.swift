@@ -154,7 +154,7 @@ final class HubApp {
                 Console.err("piconet-hub: standard input closed: no more invitations will be asked for\n")
                 self.questions.removeAll()
                 // Bluetooth nodes waiting for an answer get none: they are not kept.
-                for peer in self.bluetoothNodes.held { self.answerHeld(peer, yes: false) }
+                for peer in self.bluetoothNodes.held.keys { self.answerHeld(peer, yes: false) }
             }
             answers = input
         }
@@ -245,7 +245,7 @@ final class HubApp {
     /// Prints the oldest waiting question.
     func ask() {
         guard let peer = questions.first else { return }
-        if bluetoothNodes.held.contains(peer) {
+        if bluetoothNodes.held[peer] != nil {
             Console.out("piconet-hub: node '\(names[peer] ?? "?")' (\(peer)) answered over Bluetooth; record its data? [y/n] ")
             return
         }
@@ -256,7 +256,7 @@ final class HubApp {
     func answer(_ line: String) {
         guard !questions.isEmpty else { return }
         let peer = questions.removeFirst()
-        if bluetoothNodes.held.contains(peer) {
+        if bluetoothNodes.held[peer] != nil {
             let yes = line.first == "y" || line.first == "Y"
             if yes { approved.insert(peer) } else { refused.insert(peer) }
             answerHeld(peer, yes: yes)

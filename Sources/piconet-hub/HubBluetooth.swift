@@ -25,9 +25,8 @@ struct HubBluetoothNodes {
     /// Nodes said to be heard over both radios (said once each).
     var heardOnBoth: Set<PeerID> = []
     /// `--invite ask`: Bluetooth-only nodes connected but not yet approved (their data is not
-    /// recorded until a person says yes), and messages dropped meanwhile.
-    var held: Set<PeerID> = []
-    var heldDropped: [PeerID: Int] = [:]
+    /// recorded until a person says yes), each with the messages dropped meanwhile.
+    var held: [PeerID: Int] = [:]
     var failure: String?
 
     static let limit = 256
@@ -139,7 +138,7 @@ extension HubApp {
             names[peer] = name
             bluetoothNodes.connected.insert(peer)
             if settings.askBeforeInviting, !approved.contains(peer), !questions.contains(peer) {
-                bluetoothNodes.held.insert(peer)
+                bluetoothNodes.held[peer] = 0
                 questions.append(peer)
                 if questions.count == 1 { ask() }
             }
@@ -154,16 +153,15 @@ extension HubApp {
     /// `--invite ask`, a Bluetooth node held: its data is not recorded until the answer (counted).
     /// Returns true when `peer` is held.
     func holdingBluetoothNode(_ peer: PeerID) -> Bool {
-        guard bluetoothNodes.held.contains(peer) else { return false }
-        bluetoothNodes.heldDropped[peer, default: 0] += 1
+        guard bluetoothNodes.held[peer] != nil else { return false }
+        bluetoothNodes.held[peer, default: 0] += 1
         return true
     }
 
     /// The answer for a held Bluetooth node: yes records its data from now on; no ends its
     /// session and does not invite it again.
     func answerHeld(_ peer: PeerID, yes: Bool) {
-        bluetoothNodes.held.remove(peer)
-        let dropped = bluetoothNodes.heldDropped.removeValue(forKey: peer) ?? 0
+        let dropped = bluetoothNodes.held.removeValue(forKey: peer) ?? 0
         let name = names[peer] ?? peer.description
         if yes {
             Console.out("piconet-hub: recording \(name) (\(dropped) messages before your answer were not recorded)\n")

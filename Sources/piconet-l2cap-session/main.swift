@@ -36,6 +36,16 @@ func adapter(_ s: String) -> BluetoothAdapter {
     do { return try BluetoothAdapter.find(sel) } catch { fail(error.description) }
 }
 
+/// A host that dials (no listen PSM) on `adapterName`, and the peer's channel address.
+func dialer(_ loop: EpollLoop, _ adapterName: String, to peer: BluetoothAddress, psm: UInt16, kind: String, name: String,
+            configuration: SessionConfiguration) -> (EndpointAddress, BluetoothSessionHost) {
+    let to = EndpointAddress.bluetooth(address: peer.bytes, type: kind == "le" ? .lePublic : .bredr, psm: psm)
+    do {
+        return (to, try BluetoothSessionHost(loop: loop, adapter: adapter(adapterName), listenPSM: nil,
+                                             identity: PeerIdentity(displayName: name), configuration: configuration))
+    } catch { fail(error.description) }
+}
+
 let args = Array(CommandLine.arguments.dropFirst())
 guard let mode = args.first else { fail("usage: see the header of Sources/piconet-l2cap-session/main.swift") }
 let config = SessionConfiguration(encryption: .required, policy: .acceptAll)
@@ -106,12 +116,7 @@ do {
             let text = Array("reliable \(i)".utf8)
             return i % 10 == 9 ? text + (0..<(3000 - text.count)).map { UInt8(truncatingIfNeeded: $0 &* 7 &+ i) } : text
         }
-        let to = EndpointAddress.bluetooth(address: peerAddress.bytes, type: args[4] == "le" ? .lePublic : .bredr, psm: psm)
-        let host: BluetoothSessionHost
-        do {
-            host = try BluetoothSessionHost(loop: loop, adapter: adapter(args[1]), listenPSM: nil,
-                                            identity: PeerIdentity(displayName: "vm-hub"), configuration: config)
-        } catch { fail(error.description) }
+        let (to, host) = dialer(loop, args[1], to: peerAddress, psm: psm, kind: args[4], name: "vm-hub", configuration: config)
         let s = host.session
         var echoed = 0
         var outcome: String?
@@ -187,12 +192,7 @@ do {
               let peerAddress = BluetoothAddress(args[2]) else {
             fail("usage: stream ADAPTER PEER PSM le|bredr SECONDS")
         }
-        let to = EndpointAddress.bluetooth(address: peerAddress.bytes, type: args[4] == "le" ? .lePublic : .bredr, psm: psm)
-        let host: BluetoothSessionHost
-        do {
-            host = try BluetoothSessionHost(loop: loop, adapter: adapter(args[1]), listenPSM: nil,
-                                            identity: PeerIdentity(displayName: "vm-stream"), configuration: config)
-        } catch { fail(error.description) }
+        let (to, host) = dialer(loop, args[1], to: peerAddress, psm: psm, kind: args[4], name: "vm-stream", configuration: config)
         let s = host.session
         var sent = 0, echoed = 0, drops = 0, lost = 0, resumed = 0
         var peer: PeerID?

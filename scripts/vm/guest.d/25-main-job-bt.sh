@@ -10,6 +10,16 @@ PASS=0; FAIL=0; SKIP=0
 ok() { PASS=$((PASS + 1)); echo "PASS: $*"; }
 ko() { FAIL=$((FAIL + 1)); echo "FAIL: $*"; }
 up() { cut -d' ' -f1 /proc/uptime; }
+# start_any TAG SEED: hub and node both with --transport any (Wi-Fi = lo, Bluetooth hci0/hci1),
+# named TAG-hub / TAG-node, logs $W/hub-TAG.log / $W/node-TAG.log, HTTP on $PORT.
+start_any() {
+  "$HUB" --transport any --adapter hci0 --interface lo --http 127.0.0.1:$PORT --db off --plain --name "$1-hub" \
+    --identity "$W/hub.key" > "$W/hub-$1.log" 2>&1 &
+  HUBPID=$!
+  "$NODE" --transport any --adapter hci1 --interface lo --accept all --name "$1-node" --identity "$W/node.key" --seed "$2" \
+    > "$W/node-$1.log" 2>&1 &
+  NODEPID=$!
+}
 # wait_connected SECONDS: polls /api/nodes on $PORT until a connected node with a bpm shows;
 # sets found=1 (or empty), i = seconds waited, json = the last answer.
 wait_connected() {
@@ -156,12 +166,7 @@ fi
 # over Wi-Fi only: no Bluetooth invitation, no L2CAP channel.
 ip link set lo multicast on
 F0=$FAIL; PORT=18090; t=$(up)
-"$HUB" --transport any --adapter hci0 --interface lo --http 127.0.0.1:$PORT --db off --plain --name any-hub \
-  --identity "$W/hub.key" > "$W/hub-any.log" 2>&1 &
-HUBPID=$!
-"$NODE" --transport any --adapter hci1 --interface lo --accept all --name any-node --identity "$W/node.key" --seed 8 \
-  > "$W/node-any.log" 2>&1 &
-NODEPID=$!
+start_any any 8
 wait_connected 60
 echo "  | /api/nodes: $(echo "$json" | cut -c1-200)"
 n=$(echo "$json" | grep -o '"id":' | wc -l)
@@ -189,12 +194,7 @@ if nft add table inet piconet_move 2>/dev/null \
    && nft add chain inet piconet_move input '{ type filter hook input priority 0; }' \
    && nft add rule inet piconet_move input udp dport 5353 drop; then
   F0=$FAIL; PORT=18092; t=$(up)
-  "$HUB" --transport any --adapter hci0 --interface lo --http 127.0.0.1:$PORT --db off --plain --name move-hub \
-    --identity "$W/hub.key" > "$W/hub-move.log" 2>&1 &
-  HUBPID=$!
-  "$NODE" --transport any --adapter hci1 --interface lo --accept all --name move-node --identity "$W/node.key" --seed 10 \
-    > "$W/node-move.log" 2>&1 &
-  NODEPID=$!
+  start_any move 10
   wait_connected 60
   grep -q "inviting 'move-node' over Bluetooth" "$W/hub-move.log" && [ -n "$found" ] \
     && ok "--transport any with mDNS dropped: the node invited and connected over Bluetooth after ${i}s" \
