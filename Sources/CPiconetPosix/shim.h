@@ -14,6 +14,8 @@
 #include <ifaddrs.h>
 #include <spawn.h>
 #include <unistd.h>
+// getrandom(2): the kernel's secure random bytes (SecureRandom).
+#include <sys/random.h>
 // Route netlink (interface and address change notifications): not in Glibc's Swift module.
 #include <linux/netlink.h>
 #include <linux/rtnetlink.h>

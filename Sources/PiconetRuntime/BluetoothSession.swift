@@ -432,8 +432,7 @@ public final class BluetoothSessionHost {
         var config = configuration
         config.handshakeTimeout = max(config.handshakeTimeout, bluetoothConfiguration.connectTimeout + .seconds(5))
         config.lostTimeout = max(config.lostTimeout, .seconds(10))
-        session = PeerSession(identity: identity, configuration: config, endpoint: endpoint, loop: loop,
-                              seed: UDPSessionHost.randomSeed())
+        do { session = try PeerSession(identity: identity, configuration: config, endpoint: endpoint, loop: loop) } catch { throw .udp(error) }
         bluetooth.onPathDown = { [weak session] address in session?.pathFailed(address) }
     }
 

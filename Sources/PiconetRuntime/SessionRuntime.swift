@@ -15,6 +15,8 @@ public enum SessionRuntimeError: Error, Equatable, CustomStringConvertible {
     case socket(address: String, reason: String)
     /// An address argument was not `A.B.C.D:PORT`.
     case badAddress(String)
+    /// The kernel's secure random generator (getrandom(2)) is not available.
+    case random(reason: String)
 
     public var description: String {
         switch self {
@@ -22,6 +24,7 @@ public enum SessionRuntimeError: Error, Equatable, CustomStringConvertible {
         case let .malformedKey(path, n):
             return "\(path) holds \(n) bytes, not a 32-byte identity key; move it away to create a new identity"
         case let .socket(a, why): return "cannot open UDP \(a): \(why)"
+        case let .random(why): return "no secure random numbers (getrandom): \(why)"
         case let .badAddress(s): return "\"\(s)\" is not an IPv4 address with port (A.B.C.D:PORT)"
         }
     }
@@ -60,6 +63,22 @@ public enum SessionIdentityFile {
     }
 }
 
+extension PeerSession {
+    /// A session seeded from the kernel's secure generator (`SecureRandom`, getrandom(2)): what
+    /// every process uses. Its instance number and link indices reach any handshake partner, so
+    /// they never come from a flag, a sensor seed or the clock.
+    public convenience init(identity: PeerIdentity, configuration: SessionConfiguration, endpoint: DatagramEndpoint,
+                            loop: EventLoop) throws(SessionRuntimeError) {
+        var random: SecureRandom
+        do {
+            random = try SecureRandom()
+        } catch {
+            throw .random(reason: error.description)
+        }
+        self.init(identity: identity, configuration: configuration, endpoint: endpoint, loop: loop, random: &random)
+    }
+}
+
 /// A `PeerSession` on a UDP socket of an `EpollLoop`.
 public final class UDPSessionHost {
     public let endpoint: UDPEndpoint
@@ -70,8 +89,7 @@ public final class UDPSessionHost {
     public init(loop: EpollLoop, bind address: EndpointAddress, identity: PeerIdentity,
                 configuration: SessionConfiguration) throws(SessionRuntimeError) {
         endpoint = try Self.openSocket(loop: loop, bind: address)
-        session = PeerSession(identity: identity, configuration: configuration, endpoint: endpoint, loop: loop,
-                              seed: Self.randomSeed())
+        session = try PeerSession(identity: identity, configuration: configuration, endpoint: endpoint, loop: loop)
     }
 
     /// A UDP socket for sessions at `address`, with 1 MiB buffers each way.
@@ -86,12 +104,6 @@ public final class UDPSessionHost {
         }
     }
 
-    /// Nonzero random bits for a session's link indices.
-    public static func randomSeed() -> UInt64 {
-        var seed: UInt64 = 0
-        while seed == 0 { seed = UInt64.random(in: .min ... .max) }
-        return seed
-    }
 
     public var localAddress: EndpointAddress { endpoint.localAddress }
 

@@ -59,13 +59,42 @@ public struct PeerIdentity: Sendable {
     }
 }
 
-/// The 6-digit short authentication string both sides derive from the Noise
-/// handshake hash. Equal codes on both screens mean no one sits in the middle.
+/// The verification code both sides derive from the Noise handshake hash: 20 decimal
+/// digits (≈ 66 bits) shown in five groups of four, e.g. `0123 4567 8901 2345 6789`.
+///
+/// What it protects: when two people see the same code on both screens, the two ends
+/// finished one handshake with each other — no one relays it as a man in the middle. A
+/// MITM runs two handshakes and must make both hashes give the same code; it can vary
+/// its own ephemeral keys and payloads freely, so it gets as many tries as it can compute
+/// within the handshake timeout. A 6-digit code (≈ 20 bits) falls to ~10⁶ tries; 66 bits
+/// need ~10²⁰, out of reach in seconds (or years).
+///
+/// What it does not protect: nothing, unless a person actually compares the whole code
+/// over a channel the attacker does not control (both screens side by side, a phone call);
+/// it says nothing about the display name (any key can claim any name) nor whether the
+/// peer is the one intended — only that no one is in between. A policy that admits
+/// without asking (`acceptAll`, trust on first use) never looks at it.
 public func shortAuthenticationString(handshakeHash h: [UInt8]) -> String {
-    guard h.count >= 4 else { return "000000" }
-    let v = (UInt32(h[0]) << 24 | UInt32(h[1]) << 16 | UInt32(h[2]) << 8 | UInt32(h[3])) % 1_000_000
-    let s = String(v)
-    return String(repeating: "0", count: 6 - s.count) + s
+    guard h.count >= 16 else { return "0000 0000 0000 0000 0000" }
+    func half(_ at: Int) -> UInt64 {
+        var v: UInt64 = 0
+        for i in at..<(at + 8) { v = v << 8 | UInt64(h[i]) }
+        return v % 10_000_000_000
+    }
+    var digits: [UInt8] = []
+    for v in [half(0), half(8)] {
+        var part = [UInt8](repeating: UInt8(ascii: "0"), count: 10)
+        var x = v
+        var i = 9
+        while x > 0 { part[i] = UInt8(ascii: "0") + UInt8(x % 10); x /= 10; i -= 1 }
+        digits += part
+    }
+    var out: [UInt8] = []
+    for (i, d) in digits.enumerated() {
+        if i > 0, i % 4 == 0 { out.append(UInt8(ascii: " ")) }
+        out.append(d)
+    }
+    return String(decoding: out, as: UTF8.self)
 }
 
 /// Trust-on-first-use memory: display name → peer ID. The first peer seen under

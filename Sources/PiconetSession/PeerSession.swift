@@ -12,9 +12,10 @@ public protocol PeerSessionDelegate: AnyObject {
 ///
 /// Loop-bound: not `Sendable`; call it only from the loop's callbacks.
 ///
+///     var random = try SecureRandom()              // PiconetPosix: getrandom(2)
 ///     let session = PeerSession(identity: PeerIdentity(displayName: "hub"),
 ///                               configuration: SessionConfiguration(policy: .acceptAll),
-///                               endpoint: udp, loop: loop)
+///                               endpoint: udp, loop: loop, random: &random)
 ///     session.onEvent = { event in
 ///         if case let .received(bytes, peer, _) = event { print(peer, bytes.count) }
 ///     }
@@ -34,13 +35,15 @@ public final class PeerSession {
     /// Datagrams the transport refused (would block or failed); counted, the reliable layer retransmits.
     public private(set) var transportRefusals = 0
 
-    /// - Parameter seed: randomness for link indices; the runtime passes random bits, tests a constant.
-    public init(identity: PeerIdentity, configuration: SessionConfiguration, endpoint: DatagramEndpoint,
-                loop: EventLoop, seed: UInt64 = 0) {
+    /// - Parameter random: seeds the session's generator (link indices, instance number,
+    ///   cookie secrets). A running process passes the kernel's (`SecureRandom` from
+    ///   PiconetPosix), never a seed from a flag or the clock: the instance and the first
+    ///   link index reach any handshake partner.
+    public init<R: RandomNumberGenerator>(identity: PeerIdentity, configuration: SessionConfiguration,
+                                          endpoint: DatagramEndpoint, loop: EventLoop, random: inout R) {
         var config = configuration
         config.maximumDatagramSize = min(config.maximumDatagramSize, endpoint.maximumDatagramSize)
-        machine = SessionMachine(identity: identity, configuration: config,
-                                 seed: seed == 0 ? UInt64.random(in: 1...UInt64.max) : seed)
+        machine = SessionMachine(identity: identity, configuration: config, random: &random)
         self.endpoint = endpoint
         self.loop = loop
         endpoint.onDatagram = { [weak self] d in
@@ -49,6 +52,16 @@ public final class PeerSession {
                                                datagramLimit: self.endpoint.maximumDatagramSize(to: d.source)))
         }
     }
+
+    /// A deterministic session for tests (the same seed, the same link indices and instance).
+    public convenience init(identity: PeerIdentity, configuration: SessionConfiguration, endpoint: DatagramEndpoint,
+                            loop: EventLoop, seed: UInt64) {
+        var random = SeededRandom(seed: seed)
+        self.init(identity: identity, configuration: configuration, endpoint: endpoint, loop: loop, random: &random)
+    }
+
+    /// The session's instance number (random per process start: a peer tells a resume from a restart by it).
+    public var instance: UInt64 { machine.instance }
 
     public var identity: PeerIdentity { machine.identity }
     public var peerID: PeerID { machine.identity.peerID }

@@ -349,9 +349,12 @@ public struct ReliableSender: Sendable {
 /// The receiving half: exactly-once, in-order delivery and reassembly.
 ///
 /// Out-of-order fragments are held only inside the advertised window; anything
-/// beyond it is dropped and counted. A message under reassembly is bounded by
-/// the maximum message size; a peer that breaks the fragment rules gets a
-/// protocol violation, never a trap.
+/// beyond it is dropped and counted. Each fragment is at most `fragmentSize` bytes
+/// (a larger one is a protocol violation), so what is held out of order stays below
+/// `receiveWindow × fragmentSize` bytes (≈ 360 KiB by default); the caller may allow
+/// less (`allowance`: the session's total across links). A message under reassembly
+/// is bounded by the maximum message size; a peer that breaks the fragment rules
+/// gets a protocol violation, never a trap.
 public struct ReliableReceiver: Sendable {
     public let configuration: ReliableConfiguration
     /// The next fragment needed; everything below was delivered.
@@ -362,6 +365,10 @@ public struct ReliableReceiver: Sendable {
     private var assemblyNext: UInt16 = 0
     public private(set) var duplicates = 0
     public private(set) var outOfWindowDrops = 0
+    /// Payload bytes held out of order (waiting for a gap below them).
+    public private(set) var bufferedBytes = 0
+    /// Out-of-order fragments refused because `allowance` was spent (not acknowledged: resent later).
+    public private(set) var bufferFullDrops = 0
 
     public init(configuration: ReliableConfiguration = .init()) { self.configuration = configuration }
 
@@ -370,10 +377,15 @@ public struct ReliableReceiver: Sendable {
         case delivered([[UInt8]])
         case duplicate
         case outOfWindow
+        /// Out of order, and holding it would pass the byte allowance: dropped, not acknowledged.
+        case bufferFull
         case violation(String)
     }
 
-    public mutating func receive(seq: UInt64, index: UInt16, count: UInt16, payload: [UInt8]) -> Outcome {
+    /// One fragment. `allowance`: the most out-of-order bytes this receiver may hold now
+    /// (the session passes what its total budget has left); an in-order fragment is always taken.
+    public mutating func receive(seq: UInt64, index: UInt16, count: UInt16, payload: [UInt8],
+                                 allowance: Int = .max) -> Outcome {
         if seq < next || buffer[seq] != nil {
             duplicates += 1
             return .duplicate
@@ -382,10 +394,18 @@ public struct ReliableReceiver: Sendable {
             outOfWindowDrops += 1
             return .outOfWindow
         }
-        guard payload.count <= configuration.maximumMessageSize else { return .violation("fragment too large") }
+        guard payload.count <= max(1, configuration.fragmentSize) else {
+            return .violation("fragment of \(payload.count) bytes exceeds the fragment size of \(configuration.fragmentSize)")
+        }
+        if seq != next, bufferedBytes + payload.count > allowance {
+            bufferFullDrops += 1
+            return .bufferFull
+        }
         buffer[seq] = (index, count, payload)
+        bufferedBytes += payload.count
         var messages: [[UInt8]] = []
         while let f = buffer.removeValue(forKey: next) {
+            bufferedBytes -= f.payload.count
             next += 1
             if f.index == 0 {
                 guard assemblyCount == 0 else { return reset("new message inside another") }

@@ -4,14 +4,16 @@ import PiconetWire
 ///
 /// One datagram carries one frame. Two outer shapes:
 ///
-/// - `HandshakeFrame` (0x01): the three Noise XX messages (and a refusal),
-///   addressed by link indices; Noise protects its own payloads.
+/// - `HandshakeFrame` (0x01): the three Noise XX messages (and a refusal, and
+///   the cookie exchange of a responder under load), addressed by link indices;
+///   Noise protects its own payloads.
 /// - `SealedFrame` (every other session type): after the handshake. The
 ///   header, receiver index and counter are authenticated data; the body is
 ///   the ChaCha20-Poly1305 ciphertext of an inner frame (`InvitationFrame`,
 ///   `DataFrame`, `AckFrame`, …), or — when both peers chose encryption
-///   `.none` — the plaintext followed by a 16-byte SHA-256 checksum that
-///   catches corruption (not forgery).
+///   `.none` — the plaintext followed by the 16-byte ChaCha20-Poly1305 tag of
+///   an empty plaintext with header and plaintext as associated data: readable
+///   by anyone, forgeable by no one without the session key.
 ///
 /// Inner frames are values without a header; the outer header's type says
 /// which one the body holds.
@@ -34,6 +36,11 @@ public struct HandshakeFrame: WireCodable, Equatable, Sendable {
         case confirmation = 3
         /// The responder refuses (encryption mismatch, busy); body is a `CloseFrame`. Unauthenticated.
         case refusal = 4
+        /// The responder is under load and keeps no state: body is a `CookieReply`, receiver
+        /// index the initiator's. Unauthenticated: a forged one costs the initiator one resend.
+        case cookieReply = 5
+        /// Noise message 1 again, proving the cookie: body is a `CookieInitiation`.
+        case cookieInitiation = 6
     }
 
     public static let fixedLength = 9
@@ -504,4 +511,61 @@ public struct ResumeFrame: WireCodable, Equatable, Sendable {
     }
 
     public var encodedLength: Int { 16 }
+}
+
+/// A responder's answer to a first message while under load (handshake stage 5, body).
+///
+///     cookie [16]
+///
+/// The cookie is MAC(rotating secret, the initiator's address): it reaches only a host that
+/// receives at that address, and the responder keeps nothing for it (as WireGuard's cookie reply).
+public struct CookieReply: WireCodable, Equatable, Sendable {
+    public static let cookieLength = 16
+    public var cookie: [UInt8]
+
+    public init(cookie: [UInt8]) { self.cookie = cookie }
+
+    public init(parsing r: inout ByteReader) throws(WireError) {
+        cookie = try r.readBytes(CookieReply.cookieLength)
+    }
+
+    public func encode(into w: inout ByteWriter) {
+        w.writeBytes(Array(cookie.prefix(CookieReply.cookieLength))
+                     + [UInt8](repeating: 0, count: max(0, CookieReply.cookieLength - cookie.count)))
+    }
+
+    public var encodedLength: Int { CookieReply.cookieLength }
+}
+
+/// A first message proving its cookie (handshake stage 6, body).
+///
+///     mac [16] | Noise message 1
+///
+/// `mac` is MAC(cookie, sender index u32 | message): the cookie itself does not travel again,
+/// and a proof holds for this message only.
+public struct CookieInitiation: WireCodable, Equatable, Sendable {
+    public static let macLength = 16
+    public var mac: [UInt8]
+    public var message: [UInt8]
+
+    public init(mac: [UInt8], message: [UInt8]) {
+        self.mac = mac
+        self.message = message
+    }
+
+    public init(parsing r: inout ByteReader) throws(WireError) {
+        mac = try r.readBytes(CookieInitiation.macLength)
+        guard r.remaining > 0 else {
+            throw .invalidValue(field: "cookie initiation", reason: "no handshake message after the cookie proof")
+        }
+        message = r.readRemaining()
+    }
+
+    public func encode(into w: inout ByteWriter) {
+        w.writeBytes(Array(mac.prefix(CookieInitiation.macLength))
+                     + [UInt8](repeating: 0, count: max(0, CookieInitiation.macLength - mac.count)))
+        w.writeBytes(message)
+    }
+
+    public var encodedLength: Int { CookieInitiation.macLength + message.count }
 }

@@ -30,10 +30,17 @@ public struct SessionMachine {
     var originIndex: [Origin: UInt32] = [:]
     var reported: [PeerID: PeerState] = [:]
     var dirty: Set<PeerID> = []
-    var rng: SeededRandom
+    var rng: SessionRandom
     var nextInvitation: UInt32 = 1
+    /// The global handshake budget (token bucket), shared by every source.
     var handshakeTokens: Double
     var tokensUpdated: Instant?
+    /// Per-source handshake budgets, keyed by host (port zeroed); bounded, oldest evicted.
+    var sources: [EndpointAddress: SourceBudget] = [:]
+    /// The secret cookies are keyed with (rotated every `cookieSecretLifetime`) and the one before it.
+    var cookieSecret: [UInt8]
+    var previousCookieSecret: [UInt8]?
+    var cookieSecretSince: Instant?
     var actions: [SessionAction] = []
     public private(set) var isClosed = false
     /// The datagram size the endpoint allows toward the source of the datagram being handled.
@@ -49,6 +56,14 @@ public struct SessionMachine {
     struct Origin: Hashable {
         var address: EndpointAddress
         var index: UInt32
+    }
+
+    /// What one source address may still spend on first messages: unproved (any datagram can
+    /// claim the address) and proved by a cookie (the sender receives at the address).
+    struct SourceBudget {
+        var tokens: Double
+        var provedTokens: Double
+        var updated: Instant
     }
 
     enum Phase: Equatable {
@@ -77,7 +92,10 @@ public struct SessionMachine {
         /// The last handshake frame we sent (resent on loss).
         var handshakeFrame: [UInt8]?
         /// Responder: the first message as received, to tell a retransmission from a different (corrupted) copy.
+        /// Initiator: the Noise first message sent, resent with a cookie when the responder is under load.
         var initiation: [UInt8] = []
+        /// Initiator: the cookie of the responder's last cookie reply (nil: none asked for).
+        var cookie: [UInt8]?
         var retryAt: Instant?
         var retryDelay: Duration
         /// When this link is given up (handshake expiry, invitation deadline, closing end).
@@ -109,7 +127,11 @@ public struct SessionMachine {
         var lost = false
         var nextProbe: Instant?
 
-        var isHalfOpen: Bool { !initiator && (phase == .handshaking || phase == .awaitingInvitation || phase == .deciding) }
+        /// State held for a peer not (yet) in the session; a declined link waiting out its
+        /// retransmissions (`closing`) counts too, so repeated refusals cannot pile up links.
+        var isHalfOpen: Bool {
+            !initiator && (phase == .handshaking || phase == .awaitingInvitation || phase == .deciding || phase == .closing)
+        }
         var token: UInt64 { initiator ? UInt64(index) << 32 | UInt64(remoteIndex) : UInt64(remoteIndex) << 32 | UInt64(index) }
     }
 
@@ -121,13 +143,24 @@ public struct SessionMachine {
     }
 
     /// - Parameters:
-    ///   - seed: seeds link indices and the instance number (tests pass one; the runtime passes random bits).
-    public init(identity: PeerIdentity, configuration: SessionConfiguration, seed: UInt64) {
+    ///   - random: draws the 256-bit seed of the session's own generator (link indices, the
+    ///     instance number, cookie secrets — values sent to any handshake partner or that must
+    ///     stay unguessable). The runtime passes the kernel's generator (`SecureRandom` of
+    ///     PiconetPosix); tests may pass a `SeededRandom`.
+    public init<R: RandomNumberGenerator>(identity: PeerIdentity, configuration: SessionConfiguration, random: inout R) {
         self.identity = identity
         self.configuration = configuration
-        rng = SeededRandom(seed: seed)
+        rng = SessionRandom(&random)
         instance = rng.next() | 1
+        cookieSecret = rng.bytes(32)
         handshakeTokens = configuration.handshakeBurst
+    }
+
+    /// A deterministic session for tests: the same seed gives the same link indices and instance.
+    /// Never for a real process: a peer that saw one value could predict the others.
+    public init(identity: PeerIdentity, configuration: SessionConfiguration, seed: UInt64) {
+        var random = SeededRandom(seed: seed)
+        self.init(identity: identity, configuration: configuration, random: &random)
     }
 
     // MARK: Application calls
@@ -152,6 +185,7 @@ public struct SessionMachine {
         do {
             let m1 = try noise.writeMessage(payload: payload.encoded())
             link.noise = noise
+            link.initiation = m1
             link.handshakeFrame = HandshakeFrame(stage: .initiation, senderIndex: link.index, receiverIndex: 0, body: m1).encoded()
         } catch {
             throw .transport(.protocolViolation("noise: \(error)"))
@@ -337,6 +371,10 @@ public struct SessionMachine {
         pathLimit = datagramLimit
         defer { pathLimit = nil }
         statistics.framesReceived += 1
+        // No link of ours is larger than the configured datagram size, and no peer of ours sends
+        // more (a peer may see a larger path toward us than we toward it, e.g. L2CAP MTUs differ
+        // per direction, so the bound is the configured size, not this link's send size).
+        guard bytes.count <= configuration.maximumDatagramSize else { statistics.oversizeReceived += 1; return [] }
         guard bytes.count >= FrameHeader.length else { statistics.malformedDropped += 1; return [] }
         if bytes[1] == FrameType.handshake.rawValue {
             do {
@@ -493,7 +531,28 @@ public struct SessionMachine {
     mutating func handleHandshake(_ f: HandshakeFrame, from address: EndpointAddress, now: Instant) {
         switch f.stage {
         case .initiation:
-            handleInitiation(f, from: address, now: now)
+            handleInitiation(senderIndex: f.senderIndex, message: f.body, proof: nil, from: address, now: now)
+        case .cookieInitiation:
+            guard let c = try? CookieInitiation(decoding: f.body) else { statistics.malformedDropped += 1; return }
+            handleInitiation(senderIndex: f.senderIndex, message: c.message, proof: c.mac, from: address, now: now)
+        case .cookieReply:
+            guard var l = links[f.receiverIndex], l.initiator, l.phase == .handshaking, l.address == address,
+                  let reply = try? CookieReply(decoding: f.body) else {
+                statistics.unknownLinkDropped += 1
+                return
+            }
+            // A new cookie: resend the first message with it at once. The same cookie again
+            // (a duplicate, or a flood of replies) waits for the retry timer.
+            guard reply.cookie != l.cookie else { return }
+            l.cookie = reply.cookie
+            let body = CookieInitiation(mac: SessionMachine.cookieMAC(cookie: reply.cookie, senderIndex: l.index,
+                                                                      message: l.initiation),
+                                        message: l.initiation)
+            l.handshakeFrame = HandshakeFrame(stage: .cookieInitiation, senderIndex: l.index, receiverIndex: 0,
+                                              body: body.encoded()).encoded()
+            transmit(l.handshakeFrame ?? [], to: address)
+            l.retryAt = now + l.retryDelay
+            links[l.index] = l
         case .response:
             guard var l = links[f.receiverIndex], l.initiator else { statistics.unknownLinkDropped += 1; return }
             if l.phase != .handshaking {
@@ -541,10 +600,116 @@ public struct SessionMachine {
         tokensUpdated = now
     }
 
-    mutating func handleInitiation(_ f: HandshakeFrame, from address: EndpointAddress, now: Instant) {
-        let origin = Origin(address: address, index: f.senderIndex)
+    /// The budget key of a source: its host. Ports are free to choose, so one host gets one budget.
+    static func sourceKey(_ a: EndpointAddress) -> EndpointAddress {
+        switch a {
+        case let .ipv4(h, _): return .ipv4(host: h, port: 0)
+        case let .ipv6(h, _, scope): return .ipv6(host: h, port: 0, scope: scope)
+        case let .bluetooth(b, t, _): return .bluetooth(address: b, type: t, psm: 0)
+        case let .memory(n, _): return .memory(node: n, port: 0)
+        }
+    }
+
+    /// Spends one first message from `address`'s budget (`proved`: the one for cookie-proved
+    /// sources). The table is bounded: a new source beyond `maximumHandshakeSources` evicts the
+    /// one heard from longest ago (counted), which then starts again from a full budget — the
+    /// global budget still bounds what many spoofed sources together get.
+    mutating func spendSourceBudget(_ address: EndpointAddress, proved: Bool, now: Instant) -> Bool {
+        let key = SessionMachine.sourceKey(address)
+        let rate = configuration.handshakeRatePerSource, burst = configuration.handshakeBurstPerSource
+        var b: SourceBudget
+        if let known = sources[key] {
+            b = known
+            let refill = (now - b.updated).seconds * rate
+            b.tokens = min(burst, b.tokens + refill)
+            b.provedTokens = min(burst, b.provedTokens + refill)
+        } else {
+            if sources.count >= max(1, configuration.maximumHandshakeSources),
+               let oldest = sources.min(by: { $0.value.updated < $1.value.updated })?.key {
+                sources[oldest] = nil
+                statistics.handshakeSourcesEvicted += 1
+            }
+            b = SourceBudget(tokens: burst, provedTokens: burst, updated: now)
+        }
+        b.updated = now
+        var ok: Bool
+        if proved {
+            ok = b.provedTokens >= 1
+            if ok { b.provedTokens -= 1 }
+        } else {
+            ok = b.tokens >= 1
+            if ok { b.tokens -= 1 }
+        }
+        sources[key] = b
+        return ok
+    }
+
+    // MARK: Cookies (stateless proof of the source address, as WireGuard's cookie reply)
+
+    /// Starts a new cookie secret every `cookieSecretLifetime`; cookies of the previous one
+    /// stay valid for one more lifetime. Lazy: no timer wakes an idle node for it.
+    mutating func rotateCookieSecret(now: Instant) {
+        guard let since = cookieSecretSince else { cookieSecretSince = now; return }
+        let age = now - since
+        guard age >= configuration.cookieSecretLifetime else { return }
+        previousCookieSecret = age >= configuration.cookieSecretLifetime * 2 ? nil : cookieSecret
+        cookieSecret = rng.bytes(32)
+        cookieSecretSince = now
+    }
+
+    /// The cookie of a source: MAC(secret, address). Only a host that receives at the address
+    /// learns it; the responder keeps nothing per cookie.
+    static func cookie(secret: [UInt8], address: EndpointAddress) -> [UInt8] {
+        var w = ByteWriter(capacity: 32)
+        switch address {
+        case let .ipv4(h, p): w.writeUInt8(4); w.writeUInt32(h); w.writeUInt16(p)
+        case let .ipv6(h, p, scope): w.writeUInt8(6); w.writeBytes(h); w.writeUInt16(p); w.writeUInt32(scope)
+        case let .bluetooth(a, t, psm): w.writeUInt8(0xB); w.writeBytes(a); w.writeUInt8(t.rawValue); w.writeUInt16(psm)
+        case let .memory(n, p): w.writeUInt8(0xE); w.writeUInt64(UInt64(truncatingIfNeeded: n)); w.writeUInt16(p)
+        }
+        let mac = HMAC<SHA256>.authenticationCode(for: w.bytes, using: SymmetricKey(data: secret))
+        return Array(Array(mac).prefix(CookieReply.cookieLength))
+    }
+
+    /// What a first message carries to prove its cookie: MAC(cookie, sender index | message),
+    /// so the cookie itself never travels again and a proof fits only this message.
+    static func cookieMAC(cookie: [UInt8], senderIndex: UInt32, message: [UInt8]) -> [UInt8] {
+        var w = ByteWriter(capacity: 4 + message.count)
+        w.writeUInt32(senderIndex)
+        w.writeBytes(message)
+        let mac = HMAC<SHA256>.authenticationCode(for: w.bytes, using: SymmetricKey(data: cookie))
+        return Array(Array(mac).prefix(CookieInitiation.macLength))
+    }
+
+    func cookieProofHolds(_ proof: [UInt8], senderIndex: UInt32, message: [UInt8], from address: EndpointAddress) -> Bool {
+        for secret in [cookieSecret] + (previousCookieSecret.map { [$0] } ?? []) {
+            let c = SessionMachine.cookie(secret: secret, address: address)
+            if SessionMachine.cookieMAC(cookie: c, senderIndex: senderIndex, message: message) == proof { return true }
+        }
+        return false
+    }
+
+    /// A cookie reply: stateless, 31 bytes in answer to a first message of 57 or more (no amplification).
+    mutating func sendCookieReply(to address: EndpointAddress, receiverIndex: UInt32) {
+        let reply = CookieReply(cookie: SessionMachine.cookie(secret: cookieSecret, address: address))
+        transmit(HandshakeFrame(stage: .cookieReply, senderIndex: 0, receiverIndex: receiverIndex,
+                                body: reply.encoded()).encoded(), to: address)
+        statistics.cookieRepliesSent += 1
+    }
+
+    /// A first message, with or without a cookie proof.
+    ///
+    /// Flood control (the threat: any datagram from any claimed address): a first message
+    /// without proof spends the global budget and its source's; when either is spent, or the
+    /// half-open table is half full (under load), it gets a cookie reply instead — stateless,
+    /// smaller than the message, sent to the claimed address, so a spoofed source never learns
+    /// it. A message proving its cookie spends only its (proved) source's budget and the
+    /// half-open cap: whatever spoofed sources spend, a real newcomer still gets in.
+    mutating func handleInitiation(senderIndex: UInt32, message: [UInt8], proof: [UInt8]?,
+                                   from address: EndpointAddress, now: Instant) {
+        let origin = Origin(address: address, index: senderIndex)
         if let i = originIndex[origin], let l = links[i] {
-            if l.initiation == f.body {
+            if l.initiation == message {
                 // A retransmitted first message: answer with the same second message.
                 if l.phase == .handshaking, let m2 = l.handshakeFrame { transmit(m2, to: address) }
                 return
@@ -555,21 +720,38 @@ public struct SessionMachine {
             removeLink(i)
         }
         refillTokens(now: now)
-        guard handshakeTokens >= 1, halfOpenCount < configuration.maximumHalfOpen else {
-            statistics.handshakesThrottled += 1
-            return
+        rotateCookieSecret(now: now)
+        let halfOpen = halfOpenCount
+        if let proof {
+            guard cookieProofHolds(proof, senderIndex: senderIndex, message: message, from: address) else {
+                // Wrong or stale (older than two secrets): a fresh cookie to the claimed address
+                // lets a real initiator recover; a spoofer learns nothing from it either.
+                statistics.cookieFailures += 1
+                sendCookieReply(to: address, receiverIndex: senderIndex)
+                return
+            }
+            guard spendSourceBudget(address, proved: true, now: now), halfOpen < configuration.maximumHalfOpen else {
+                statistics.handshakesThrottled += 1
+                return
+            }
+        } else {
+            let underLoad = handshakeTokens < 1 || halfOpen * 2 >= configuration.maximumHalfOpen
+            guard !underLoad, spendSourceBudget(address, proved: false, now: now) else {
+                sendCookieReply(to: address, receiverIndex: senderIndex)
+                return
+            }
+            handshakeTokens -= 1
         }
-        handshakeTokens -= 1
         var noise = NoiseHandshake(initiator: false, staticKey: identity.keyPair, prologue: SessionMachine.prologue)
         let remote: HandshakePayload
         do {
-            remote = try HandshakePayload(decoding: try noise.readMessage(f.body))
+            remote = try HandshakePayload(decoding: try noise.readMessage(message))
         } catch {
             statistics.handshakeFailures += 1
             return
         }
         guard EncryptionPreference.negotiate(configuration.encryption, remote.preference) != nil else {
-            let refusal = HandshakeFrame(stage: .refusal, senderIndex: 0, receiverIndex: f.senderIndex,
+            let refusal = HandshakeFrame(stage: .refusal, senderIndex: 0, receiverIndex: senderIndex,
                                          body: CloseFrame(reason: .encryptionMismatch,
                                                           text: "local \(configuration.encryption), remote \(remote.preference)").encoded())
             transmit(refusal.encoded(), to: address)
@@ -577,17 +759,17 @@ public struct SessionMachine {
             return
         }
         var l = newLink(initiator: false, address: address, now: now)
-        l.remoteIndex = f.senderIndex
+        l.remoteIndex = senderIndex
         do {
             let mine = HandshakePayload(preference: configuration.encryption, instance: instance, displayName: identity.displayName)
             let m2 = try noise.writeMessage(payload: mine.encoded())
-            l.handshakeFrame = HandshakeFrame(stage: .response, senderIndex: l.index, receiverIndex: f.senderIndex, body: m2).encoded()
+            l.handshakeFrame = HandshakeFrame(stage: .response, senderIndex: l.index, receiverIndex: senderIndex, body: m2).encoded()
         } catch {
             statistics.handshakeFailures += 1
             return
         }
         l.noise = noise
-        l.initiation = f.body
+        l.initiation = message
         l.expiresAt = now + configuration.handshakeTimeout
         transmit(l.handshakeFrame ?? [], to: address)
         originIndex[origin] = l.index
@@ -693,7 +875,7 @@ public struct SessionMachine {
         l.invitation = inv
         l.phase = .deciding
         let wait = Duration.milliseconds(Int64(inv.timeoutMilliseconds))
-        l.expiresAt = now + min(wait, configuration.defaultInvitationTimeout * 4)
+        l.expiresAt = now + min(wait, configuration.maximumDecisionWait)
         links[l.index] = l
         dirty.insert(peer)
         reconcile() // the application sees `connecting` before any decision, even an immediate one
@@ -749,6 +931,12 @@ public struct SessionMachine {
 
     mutating func acceptInvitation(_ index: UInt32, now: Instant) {
         guard var l = links[index], l.phase == .deciding, let peer = l.peer else { return }
+        if peerLinks[peer] == nil, peerLinks.count >= configuration.maximumPeers {
+            // Full: whatever the policy or the person said, a new peer is not admitted (counted).
+            statistics.peersRefused += 1
+            decline(index, decision: .declined, now: now)
+            return
+        }
         let reply = InvitationReplyFrame(invitationID: l.invitation?.invitationID ?? 0, decision: .accepted)
         l.reply = reply
         finishInvitation(l, .accepted(peer))
@@ -795,6 +983,14 @@ public struct SessionMachine {
     /// Puts a link in the session as its peer's one link; folds in an older link (resume).
     mutating func establish(_ index: UInt32, now: Instant) {
         guard var l = links[index], let peer = l.peer else { return }
+        if l.initiator, peerLinks[peer] == nil, peerLinks.count >= configuration.maximumPeers {
+            statistics.peersRefused += 1
+            finishInvitation(l, .failed("the session already has \(configuration.maximumPeers) peers (maximumPeers)"))
+            sendSealed(CloseFrame(reason: .busy), type: .close, link: &l, now: now)
+            links[index] = l
+            removeLink(index)
+            return
+        }
         if l.initiator, l.phase == .inviting { finishInvitation(l, .accepted(peer)) }
         if let old = peerLinks[peer], old != index, let o = links[old] {
             if o.remoteInstance == l.remoteInstance {
@@ -838,7 +1034,7 @@ public struct SessionMachine {
     mutating func sendSealed<T: WireCodable>(_ inner: T, type: FrameType, link l: inout Link, now: Instant) {
         guard l.noise == nil else { return }
         let interval = max(1, configuration.rekeyAfterFrames)
-        if l.encrypted, let started = l.sendEpochStarted, now - started >= configuration.rekeyAfterTime {
+        if let started = l.sendEpochStarted, now - started >= configuration.rekeyAfterTime {
             // Time limit: jump the counter to the next epoch boundary; the receiver
             // follows because the epoch is derived from the counter it sees.
             l.sendCounter = max(l.sendCounter, (l.sendCounter / interval + 1) * interval)
@@ -847,7 +1043,7 @@ public struct SessionMachine {
         let counter = l.sendCounter
         l.sendCounter += 1
         let epoch = counter / interval
-        while l.encrypted, l.sendEpoch < epoch {
+        while l.sendEpoch < epoch {
             l.sendCipher.rekey()
             l.sendEpoch += 1
             l.sendEpochStarted = now
@@ -861,7 +1057,10 @@ public struct SessionMachine {
             guard let body = try? l.sendCipher.encrypt(nonce: counter, ad: ad, plaintext: plain) else { return }
             frame.body = body
         } else {
-            frame.body = plain + SessionMachine.checksum(ad, plain)
+            // Not secret, still authentic: the AEAD tag over an empty plaintext, with the
+            // header and the clear body as associated data (same key, same nonce sequence).
+            guard let tag = try? l.sendCipher.encrypt(nonce: counter, ad: ad + plain, plaintext: []) else { return }
+            frame.body = plain + tag
         }
         let bytes = frame.encoded()
         guard bytes.count <= l.datagramSize else {
@@ -872,33 +1071,27 @@ public struct SessionMachine {
         transmit(bytes, to: l.address)
     }
 
-    /// Integrity (not authenticity) for unencrypted sessions: catches corruption on the link.
-    static func checksum(_ ad: [UInt8], _ plain: [UInt8]) -> [UInt8] {
-        var h = SHA256()
-        h.update(data: ad)
-        h.update(data: plain)
-        return Array(h.finalize().prefix(SealedFrame.minimumBody))
-    }
-
+    /// Checks and opens a sealed frame with the link's receive key: decrypts an encrypted
+    /// body; for an unencrypted link (encryption `none`) checks the tag over header and clear
+    /// body, so a frame nobody with the session key sealed — a forged data or close frame, a
+    /// payload changed in flight — is refused and counted, as on an encrypted link.
     mutating func open(_ f: SealedFrame, link l: inout Link) -> [UInt8]? {
         guard f.encrypted == l.encrypted else { statistics.authenticationFailures += 1; return nil }
         guard l.replay.wouldAccept(f.counter) else { statistics.replaysDropped += 1; return nil }
-        let ad = f.associatedData
+        var ad = f.associatedData
+        var sealed = f.body
+        var clear: [UInt8] = []
         if !l.encrypted {
-            let plain = Array(f.body.dropLast(SealedFrame.minimumBody))
-            guard SessionMachine.checksum(ad, plain) == Array(f.body.suffix(SealedFrame.minimumBody)) else {
-                statistics.authenticationFailures += 1
-                return nil
-            }
-            l.replay.accept(f.counter)
-            return plain
+            clear = Array(f.body.dropLast(SealedFrame.minimumBody))
+            sealed = Array(f.body.suffix(SealedFrame.minimumBody))
+            ad += clear
         }
         let epoch = f.counter / max(1, configuration.rekeyAfterFrames)
         var plain: [UInt8]?
         if epoch == l.receiveEpoch {
-            plain = try? l.receiveCipher.decrypt(nonce: f.counter, ad: ad, ciphertext: f.body)
+            plain = try? l.receiveCipher.decrypt(nonce: f.counter, ad: ad, ciphertext: sealed)
         } else if epoch + 1 == l.receiveEpoch {
-            plain = try? l.previousReceiveCipher?.decrypt(nonce: f.counter, ad: ad, ciphertext: f.body)
+            plain = try? l.previousReceiveCipher?.decrypt(nonce: f.counter, ad: ad, ciphertext: sealed)
         } else if epoch > l.receiveEpoch, epoch - l.receiveEpoch <= 8 {
             // Up to 8 epochs ahead: whole epochs can be lost (time-based rekey of a quiet link).
             var next = l.receiveCipher
@@ -907,7 +1100,7 @@ public struct SessionMachine {
                 previous = next
                 next.rekey()
             }
-            plain = try? next.decrypt(nonce: f.counter, ad: ad, ciphertext: f.body)
+            plain = try? next.decrypt(nonce: f.counter, ad: ad, ciphertext: sealed)
             if plain != nil {
                 l.previousReceiveCipher = previous
                 l.receiveCipher = next
@@ -917,7 +1110,7 @@ public struct SessionMachine {
         }
         guard let plain else { statistics.authenticationFailures += 1; return nil }
         l.replay.accept(f.counter)
-        return plain
+        return l.encrypted ? plain : clear
     }
 
     mutating func handleSealed(_ f: SealedFrame, from address: EndpointAddress, now: Instant) {
@@ -927,7 +1120,7 @@ public struct SessionMachine {
             statistics.unknownLinkDropped += 1
             return
         }
-        guard l.noise == nil, l.sendCipher.hasKey || !l.encrypted else {
+        guard l.noise == nil, l.sendCipher.hasKey else {
             links[l.index] = l
             statistics.unknownLinkDropped += 1
             return
@@ -1015,13 +1208,21 @@ public struct SessionMachine {
             guard l.channels.unreliableReplay.accept(seq) else { statistics.duplicateDatagramsDropped += 1; return true }
             emit(.received(d.payload, from: peer, mode: .unreliable))
         case let .reliable(seq, index, count):
-            switch l.channels.receiver.receive(seq: seq, index: index, count: count, payload: d.payload) {
+            // Out-of-order pieces are bounded in total across links too: an in-order piece is
+            // always taken (it delivers or extends one message, bounded by the message size).
+            var allowance = Int.max
+            if seq > l.channels.receiver.next {
+                allowance = max(0, configuration.maximumReceiveBuffered - receiveBuffered(except: l.index))
+            }
+            switch l.channels.receiver.receive(seq: seq, index: index, count: count, payload: d.payload, allowance: allowance) {
             case let .delivered(messages):
                 for m in messages { emit(.received(m, from: peer, mode: .reliable)) }
             case .duplicate:
                 statistics.duplicateFragments += 1
             case .outOfWindow:
                 break
+            case .bufferFull:
+                statistics.receiveBufferRefused += 1
             case let .violation(why):
                 statistics.protocolViolations += 1
                 sendSealed(CloseFrame(reason: .protocolViolation, text: why), type: .close, link: &l, now: now)
@@ -1045,6 +1246,14 @@ public struct SessionMachine {
             if peerLinks[p] == l.index { emit(.peerClosed(p, c.reason)) }
         }
         removeLink(l.index)
+    }
+
+    /// Out-of-order reliable bytes held by every link but `index` (the one being worked on may
+    /// be outside the table). Only computed for an out-of-order piece.
+    func receiveBuffered(except index: UInt32) -> Int {
+        var total = 0
+        for (i, l) in links where i != index { total += l.channels.receiver.bufferedBytes }
+        return total
     }
 
     /// Sends what the reliable sender has due.

@@ -88,7 +88,8 @@ public struct InvitationRequest: Sendable, Equatable {
     public let displayName: String
     /// Untrusted application bytes, at most 1 KiB.
     public let context: [UInt8]
-    /// The 6-digit short authentication string; the inviter shows the same one.
+    /// The verification code (`shortAuthenticationString`: 20 digits in groups of four); the
+    /// inviter shows the same one. Equal codes prove no one sits in the middle, if compared.
     public let verificationCode: String
     public let address: EndpointAddress
 }
@@ -138,11 +139,31 @@ public struct SessionConfiguration: Sendable, Equatable {
     /// A half-open handshake (or an authenticated link with no invitation) is forgotten after this.
     public var handshakeTimeout: Duration = .seconds(5)
     public var defaultInvitationTimeout: Duration = .seconds(30)
+    /// The longest an incoming invitation waits for the policy or a person (`ask`), whatever
+    /// timeout the inviter asked for: a stranger cannot hold a pending slot longer than this.
+    public var maximumDecisionWait: Duration = .seconds(30)
     /// At most this many links from peers not yet in the session (memory bound under a flood).
+    /// From half of it on, a first message must prove its source with a cookie.
     public var maximumHalfOpen = 128
-    /// Handshake initiations accepted per second from unknown peers (token bucket) and the burst.
+    /// At most this many peers in the session; an invitation from (or accepted by) one more is
+    /// declined, counted in `SessionStatistics.peersRefused`.
+    public var maximumPeers = 64
+    /// Out-of-order reliable bytes held across all links at most (each link also holds at most
+    /// its receive window of fragments); a piece beyond it is dropped unacknowledged and resent later.
+    public var maximumReceiveBuffered = 4 << 20
+    /// First messages without a cookie accepted per second from all sources together (token
+    /// bucket) and the burst. Beyond it, first messages get a cookie reply instead of state.
     public var handshakeRate: Double = 20
     public var handshakeBurst: Double = 40
+    /// First messages per second from one host (and the burst); a host past it gets a cookie
+    /// reply, and once proved by its cookie spends a second budget of the same size that
+    /// spoofed datagrams claiming its address cannot touch.
+    public var handshakeRatePerSource: Double = 5
+    public var handshakeBurstPerSource: Double = 10
+    /// Hosts whose handshake budget is remembered; the one heard from longest ago is evicted.
+    public var maximumHandshakeSources = 256
+    /// How long a cookie secret is used; cookies of the previous secret stay valid one more period.
+    public var cookieSecretLifetime: Duration = .seconds(120)
     /// Transport frames after which a direction rekeys (Noise `Rekey`).
     public var rekeyAfterFrames: UInt64 = 1 << 20
     /// Time after which a direction rekeys even when little was sent (as WireGuard: 2 minutes).
@@ -173,6 +194,18 @@ public struct SessionStatistics: Sendable, Equatable {
     public var unknownLinkDropped = 0
     /// Handshake initiations refused by the rate limit or the half-open cap.
     public var handshakesThrottled = 0
+    /// First messages answered with a cookie reply (under load or past their source's budget).
+    public var cookieRepliesSent = 0
+    /// First messages whose cookie proof was wrong or stale (spoofed or older than two secrets).
+    public var cookieFailures = 0
+    /// Sources forgotten from the handshake budget table to make room for a new one.
+    public var handshakeSourcesEvicted = 0
+    /// Datagrams larger than the configured datagram size: refused before parsing.
+    public var oversizeReceived = 0
+    /// Out-of-order reliable pieces refused because the total receive buffer was full.
+    public var receiveBufferRefused = 0
+    /// New peers refused because the session had `maximumPeers`.
+    public var peersRefused = 0
     public var handshakeFailures = 0
     public var halfOpenExpired = 0
     public var protocolViolations = 0

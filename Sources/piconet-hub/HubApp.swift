@@ -100,8 +100,7 @@ final class HubApp {
             let endpoint = try UDPEndpoint(loop: loop, bindTo: .ipv4(0, 0, 0, 0, port: 0))
             bluetooth = nil
             udp = endpoint
-            session = PeerSession(identity: identity, configuration: config, endpoint: endpoint, loop: loop,
-                                  seed: UInt64(truncatingIfNeeded: WallClock.nanosecondsSinceEpoch()))
+            session = try PeerSession(identity: identity, configuration: config, endpoint: endpoint, loop: loop)
         }
         aggregator = Aggregator(configuration: settings.hub)
         recorder = HistoryRecorder(path: settings.databasePath,

@@ -77,8 +77,7 @@ final class NodeApp {
             let endpoint = try UDPEndpoint(loop: loop, bindTo: .ipv4(0, 0, 0, 0, port: settings.port))
             bluetooth = nil
             udp = endpoint
-            session = PeerSession(identity: identity, configuration: config, endpoint: endpoint, loop: loop,
-                                  seed: settings.seed ^ 0x9E37_79B9)
+            session = try PeerSession(identity: identity, configuration: config, endpoint: endpoint, loop: loop)
         }
         trust = settings.policy == .trustOnFirstUse ? try TrustStoreKeeper(path: settings.trustStorePath, session: session) : nil
         wearable = SimulatedWearable(seed: settings.seed, start: loop.now, configuration: {

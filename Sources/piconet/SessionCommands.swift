@@ -696,6 +696,7 @@ struct SessionBenchCommand: ParsableCommand {
         // Measure the handshake itself, not the flood limit (production default: 20/s, burst 40).
         config.handshakeRate = 1e9
         config.handshakeBurst = 1e9
+        config.handshakeRatePerSource = 1e9; config.handshakeBurstPerSource = 1e9   // one source (loopback) here
         do {
             loop = try EpollLoop()
             a = try UDPSessionHost(loop: loop, bind: .loopback(port: 0), identity: PeerIdentity(displayName: "a"), configuration: config)

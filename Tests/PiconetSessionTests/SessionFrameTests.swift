@@ -118,8 +118,14 @@ import Testing
         #expect(PeerID(hex: id.description) == id)
         #expect(PeerID(hex: "zz") == nil)
         #expect(PeerID(hex: String(repeating: "g", count: 32)) == nil)
-        #expect(shortAuthenticationString(handshakeHash: [0, 0, 0x30, 0x39]) == "012345")
-        #expect(shortAuthenticationString(handshakeHash: [0xFF, 0xFF, 0xFF, 0xFF]) == "967295")
+        // 20 digits from two 64-bit halves of the hash (each mod 10^10), in groups of four.
+        let hash: [UInt8] = [0, 0, 0, 0, 0, 0, 0x30, 0x39] + [UInt8](repeating: 0xFF, count: 8) + [UInt8](repeating: 7, count: 16)
+        #expect(shortAuthenticationString(handshakeHash: hash) == "0000 0123 4537 0955 1615")
+        #expect(shortAuthenticationString(handshakeHash: [UInt8](repeating: 0, count: 32)) == "0000 0000 0000 0000 0000")
+        // Hashes that agree on the first 20 bits (all a 6-digit code looked at) give different codes.
+        var close = hash
+        close[12] ^= 1
+        #expect(shortAuthenticationString(handshakeHash: close) != shortAuthenticationString(handshakeHash: hash))
         var store = TrustStore()
         let other = PeerID(publicKey: NoiseKeyPair().publicKey)
         let first = store.admit(id, name: "node")

@@ -110,8 +110,9 @@ func numbered(_ i: Int, size: Int = 0) -> [UInt8] {
         #expect(hub.states(of: node.peerID) == [.connecting, .connected])
         #expect(node.states(of: hub.peerID) == [.connecting, .connected])
         let code = try #require(hub.session.verificationCode(for: node.peerID))
-        #expect(code.count == 6)
-        #expect(node.session.verificationCode(for: hub.peerID) == code, "both sides show the same 6 digits")
+        #expect(code.count == 24)
+        #expect(node.session.verificationCode(for: hub.peerID) == code, "both sides show the same code")
+        #expect(code.split(separator: " ").map(\.count) == [4, 4, 4, 4, 4], "20 digits in groups of four")
         #expect(request.verificationCode == code)
         try hub.session.send(Array("hi".utf8), to: [node.peerID], mode: .reliable)
         try node.session.send(Array("yo".utf8), to: [hub.peerID], mode: .unreliable)
@@ -349,7 +350,7 @@ func numbered(_ i: Int, size: Int = 0) -> [UInt8] {
         for n in nodes { ids.append(try hub.session.invite(n.address, context: [])) }
         h.run(.seconds(10))
         #expect(ids.allSatisfy { if case .accepted = hub.outcomes[$0] { return true } else { return false } })
-        #expect(hub.session.connectedPeers.count == 64, "no hard peer limit")
+        #expect(hub.session.connectedPeers.count == 64, "the default cap (maximumPeers 64) admits all 64")
         try hub.session.sendToAll(Array("all".utf8), mode: .reliable)
         for n in nodes { try n.session.send(Array(n.name.utf8), to: [hub.peerID], mode: .reliable) }
         h.run(.seconds(10))
