@@ -258,7 +258,9 @@ func stage(_ bytes: [UInt8]) -> HandshakeFrame.Stage? {
     @Test func cookieInitiation() throws {
         let c = CookieInitiation(mac: [UInt8](repeating: 0xAA, count: 16), message: [1, 2, 3])
         SessionFrameTests().fourParts(c, golden: [UInt8](repeating: 0xAA, count: 16) + [1, 2, 3], seed: 52,
-                                      others: [CookieInitiation(mac: Array(0..<16), message: [UInt8](repeating: 9, count: 42))])
+                                      others: [CookieInitiation(mac: Array(0..<16), message: [UInt8](repeating: 9, count: 42))],
+                                      // The message runs to the end of the frame: every prefix shorter than a mac and one byte throws.
+                                      truncatable: [UInt8](repeating: 0xAA, count: 16) + [1])
         #expect(throws: WireError.self) { _ = try CookieInitiation(decoding: [UInt8](repeating: 0xAA, count: 16)) }
         let framed = HandshakeFrame(stage: .cookieInitiation, senderIndex: 7, receiverIndex: 0, body: c.encoded())
         #expect(try HandshakeFrame(decoding: framed.encoded()).stage == .cookieInitiation)
