@@ -163,6 +163,21 @@ func stage(_ bytes: [UInt8]) -> HandshakeFrame.Stage? {
         #expect(p.wireAB.compactMap(stage).prefix(3) == [.initiation, .cookieInitiation, .confirmation])
     }
 
+    @Test func theSourceTableIsBoundedAndEvictsTheSourceHeardFromLongestAgo() throws {
+        var c = SessionConfiguration(policy: .acceptAll)
+        c.maximumHandshakeSources = 4
+        var b = SessionMachine(identity: PeerIdentity(displayName: "b"), configuration: c, seed: 2)
+        var now = Instant.zero
+        for host in 1...6 {
+            now = now + .milliseconds(10)
+            _ = b.received(try strangerInitiation(index: UInt32(host)).frame, from: .memory(node: host, port: 1), at: now)
+        }
+        #expect(b.sources.count == 4, "the table never grows past its capacity")
+        #expect(b.statistics.handshakeSourcesEvicted == 2)
+        #expect(b.sources[.memory(node: 1, port: 0)] == nil && b.sources[.memory(node: 2, port: 0)] == nil, "the oldest went first")
+        #expect(b.sources[.memory(node: 6, port: 0)] != nil)
+    }
+
     @Test func aCookieProvesTheSourceAndAWrongOneIsCounted() throws {
         var b = SessionMachine(identity: PeerIdentity(displayName: "b"), configuration: SessionConfiguration(policy: .acceptAll), seed: 2)
         let source = EndpointAddress.memory(node: 5, port: 9)
