@@ -10,6 +10,14 @@ import PiconetWire
 /// when to call `timerFired` again; no timer is due while nothing is pending
 /// except the keep-alive of connected peers.
 ///
+/// Bounded against anyone on the network (DESIGN.md threat model): first messages spend a
+/// global and a per-source budget and, past either, get a stateless cookie reply (WireGuard's
+/// defence: a spoofed source never receives it); links from strangers are capped
+/// (`maximumHalfOpen`), peers too (`maximumPeers`), and so are datagram sizes and the
+/// out-of-order bytes held across links. Every frame after the handshake is authenticated
+/// with the session key, encrypted or not. Randomness (link indices, instance, cookie
+/// secrets) comes in once at `init`, from the kernel in a real process.
+///
 /// A *link* is one Noise handshake between two link indices (like WireGuard's
 /// sessions). A *peer* is a `PeerID` in the session, served by exactly one
 /// established link; crossing invitations and re-invitations are folded into

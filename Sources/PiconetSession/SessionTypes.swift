@@ -182,7 +182,7 @@ public struct SessionStatistics: Sendable, Equatable {
     public var framesReceived = 0
     /// Frames that failed to parse (truncated, garbage).
     public var malformedDropped = 0
-    /// Frames whose authentication (or checksum) failed: tampered, corrupted, wrong key.
+    /// Frames whose authentication failed (encrypted or not): tampered, forged, corrupted, wrong key.
     public var authenticationFailures = 0
     /// Frames whose counter was already seen or too old.
     public var replaysDropped = 0
@@ -192,7 +192,8 @@ public struct SessionStatistics: Sendable, Equatable {
     public var duplicateFragments = 0
     /// Frames for unknown links or in the wrong phase.
     public var unknownLinkDropped = 0
-    /// Handshake initiations refused by the rate limit or the half-open cap.
+    /// First messages dropped with no answer: cookie-proved ones past their source's proved
+    /// budget or the half-open cap (unproved ones past a budget get a cookie reply instead).
     public var handshakesThrottled = 0
     /// First messages answered with a cookie reply (under load or past their source's budget).
     public var cookieRepliesSent = 0
