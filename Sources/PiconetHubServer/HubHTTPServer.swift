@@ -20,18 +20,25 @@ import Foundation
 /// - `GET /api/nodes/{id}/series?window=10s|60s|session` — one node's recent series
 /// - `GET /metrics` — Prometheus text format
 /// - `GET /healthz` — `ok`
+///
+/// Every route goes through `HubHTTPAccess` first: the Host check against DNS rebinding, and
+/// the token for writes and for any read on a non-loopback bind.
 public struct HubHTTPServer: Sendable {
     public let feed: HubFeed
+    public let access: HubHTTPAccess
     let metrics: HubMetrics
 
-    public init(feed: HubFeed) {
+    /// - Parameter access: who may ask (`.open`: no checks, for tests of the routes themselves).
+    public init(feed: HubFeed, access: HubHTTPAccess = .open) {
         self.feed = feed
+        self.access = access
         metrics = HubMetrics()
     }
 
     /// The router; exposed so tests can drive it without a socket.
     public func makeRouter() -> Router<BasicRequestContext> {
         let router = Router()
+        router.add(middleware: HubAccessMiddleware(access: access))
         let feed = self.feed
         let metrics = self.metrics
         router.get("/") { _, _ in
