@@ -168,7 +168,7 @@ struct HubAccessMiddleware<Context: RequestContext>: RouterMiddleware {
 
     func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
         let decision = access.decide(method: request.method.rawValue, path: request.uri.path,
-                                     host: request.head.authority ?? request.headers[.host],
+                                     host: request.headers[.host] ?? request.head.authority,  // HTTP/1's Host arrives as the authority
                                      authorization: request.headers[.authorization], cookie: request.headers[.cookie],
                                      queryToken: request.uri.queryParameters.get("token"))
         access.count(decision)
