@@ -1,3 +1,4 @@
+import HTTPTypes
 import Hummingbird
 import Synchronization
 
@@ -165,10 +166,13 @@ extension StringProtocol {
 /// Applies `HubHTTPAccess` to every route (and to unknown ones: a probe learns nothing).
 struct HubAccessMiddleware<Context: RequestContext>: RouterMiddleware {
     let access: HubHTTPAccess
+    static var hostField: HTTPField.Name { HTTPField.Name("Host")! }
 
     func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
+        // HTTP/1's Host arrives as the authority; a Host field left in the headers (a duplicate) is checked too.
+        let hosts = ([request.head.authority] + request.headers[values: Self.hostField].map { Optional($0) }).compactMap { $0 }
         let decision = access.decide(method: request.method.rawValue, path: request.uri.path,
-                                     host: request.headers[.host] ?? request.head.authority,  // HTTP/1's Host arrives as the authority
+                                     host: hosts.first { !access.isKnown($0) } ?? hosts.first,
                                      authorization: request.headers[.authorization], cookie: request.headers[.cookie],
                                      queryToken: request.uri.queryParameters.get("token"))
         access.count(decision)

@@ -1,10 +1,14 @@
 import Foundation
+import HTTPTypes
 import Hummingbird
 import HummingbirdTesting
 @testable import PiconetHubServer
 import Testing
 
 /// Issue 25 item 11: Host validation (DNS rebinding) and the token.
+/// The router test framework always sets the authority to "localhost"; a Host field carries the name under test.
+let hostField = HTTPField.Name("Host")!
+
 @Suite struct HubHTTPAccessTests {
     static let token = "0123456789abcdef0123456789abcdef"
 
@@ -20,15 +24,15 @@ import Testing
     /// The rebinding attack: the browser sends the attacker's domain as Host.
     @Test func aForeignHostIsRefusedWith421EvenOnLoopback() async throws {
         try await app(loopback).test(.router) { client in
-            try await client.execute(uri: "/api/nodes", method: .get, headers: [.host: "evil.example:8080"]) { r in
+            try await client.execute(uri: "/api/nodes", method: .get, headers: [hostField: "evil.example:8080"]) { r in
                 #expect(r.status == .misdirectedRequest)
                 #expect(String(buffer: r.body).contains("DNS rebinding"))
             }
-            try await client.execute(uri: "/api/nodes", method: .get, headers: [.host: "localhost:9999"]) { r in
+            try await client.execute(uri: "/api/nodes", method: .get, headers: [hostField: "localhost:9999"]) { r in
                 #expect(r.status == .misdirectedRequest, "our name with another port is not us either")
             }
             for host in ["127.0.0.1:8080", "localhost:8080", "LOCALHOST", "[::1]:8080"] {
-                try await client.execute(uri: "/api/nodes", method: .get, headers: [.host: host]) { r in
+                try await client.execute(uri: "/api/nodes", method: .get, headers: [hostField: host]) { r in
                     #expect(r.status == .ok, "Host \(host)")
                 }
             }
@@ -37,14 +41,14 @@ import Testing
 
     @Test func loopbackReadsNeedNoTokenButWritesDo() async throws {
         try await app(loopback).test(.router) { client in
-            try await client.execute(uri: "/api/nodes", method: .get, headers: [.host: "127.0.0.1:8080"]) { r in
+            try await client.execute(uri: "/api/nodes", method: .get, headers: [hostField: "127.0.0.1:8080"]) { r in
                 #expect(r.status == .ok)
             }
-            try await client.execute(uri: "/api/nodes", method: .post, headers: [.host: "127.0.0.1:8080"]) { r in
+            try await client.execute(uri: "/api/nodes", method: .post, headers: [hostField: "127.0.0.1:8080"]) { r in
                 #expect(r.status == .unauthorized)
             }
             try await client.execute(uri: "/api/nodes", method: .post,
-                                     headers: [.host: "127.0.0.1:8080", .authorization: "Bearer \(Self.token)"]) { r in
+                                     headers: [hostField: "127.0.0.1:8080", .authorization: "Bearer \(Self.token)"]) { r in
                 #expect(r.status != .unauthorized, "with the token the request reaches the router (no write route yet: 404/405)")
             }
         }
@@ -53,21 +57,21 @@ import Testing
     @Test func aLanBindNeedsTheTokenForReads() async throws {
         try await app(lan).test(.router) { client in
             for uri in ["/", "/api/nodes", "/api/snapshot", "/metrics", "/events", "/api/nodes/id0/series"] {
-                try await client.execute(uri: uri, method: .get, headers: [.host: "192.168.1.20:8080"]) { r in
+                try await client.execute(uri: uri, method: .get, headers: [hostField: "192.168.1.20:8080"]) { r in
                     #expect(r.status == .unauthorized, "\(uri) without a token")
                     #expect(r.headers[.wwwAuthenticate]?.hasPrefix("Bearer") == true)
                 }
             }
             try await client.execute(uri: "/api/nodes", method: .get,
-                                     headers: [.host: "hubpi.local:8080", .authorization: "Bearer wrong"]) { r in
+                                     headers: [hostField: "hubpi.local:8080", .authorization: "Bearer wrong"]) { r in
                 #expect(r.status == .unauthorized)
             }
             try await client.execute(uri: "/api/nodes", method: .get,
-                                     headers: [.host: "hubpi.local:8080", .authorization: "Bearer \(Self.token)"]) { r in
+                                     headers: [hostField: "hubpi.local:8080", .authorization: "Bearer \(Self.token)"]) { r in
                 #expect(r.status == .ok)
                 #expect(String(buffer: r.body).contains("id0"))
             }
-            try await client.execute(uri: "/healthz", method: .get, headers: [.host: "192.168.1.20:8080"]) { r in
+            try await client.execute(uri: "/healthz", method: .get, headers: [hostField: "192.168.1.20:8080"]) { r in
                 #expect(r.status == .ok, "health stays open: it says only ok")
             }
         }
@@ -76,17 +80,17 @@ import Testing
     /// `?token=` once → a cookie, which then opens the live page and its API without the query.
     @Test func queryTokenSetsACookieThatWorksAfterwards() async throws {
         try await app(lan).test(.router) { client in
-            var cookie = ""
-            try await client.execute(uri: "/?token=\(Self.token)", method: .get, headers: [.host: "192.168.1.20:8080"]) { r in
+            let cookie = try await client.execute(uri: "/?token=\(Self.token)", method: .get,
+                                                  headers: [hostField: "192.168.1.20:8080"]) { r -> String in
                 #expect(r.status == .ok)
                 let set = try #require(r.headers[.setCookie])
                 #expect(set.contains("HttpOnly") && set.contains("SameSite=Strict"))
-                cookie = String(set.prefix { $0 != ";" })
+                return String(set.prefix { $0 != ";" })
             }
-            try await client.execute(uri: "/api/snapshot", method: .get, headers: [.host: "192.168.1.20:8080", .cookie: cookie]) { r in
+            try await client.execute(uri: "/api/snapshot", method: .get, headers: [hostField: "192.168.1.20:8080", .cookie: cookie]) { r in
                 #expect(r.status == .ok)
             }
-            try await client.execute(uri: "/?token=nope", method: .get, headers: [.host: "192.168.1.20:8080"]) { r in
+            try await client.execute(uri: "/?token=nope", method: .get, headers: [hostField: "192.168.1.20:8080"]) { r in
                 #expect(r.status == .unauthorized)
                 #expect(r.headers[.setCookie] == nil)
             }

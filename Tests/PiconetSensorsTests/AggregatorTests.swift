@@ -299,7 +299,7 @@ func t(_ seconds: Double) -> Instant { Instant(nanoseconds: Int64(seconds * 1e9)
         let start = t(100)
         for i in 0..<64 {
             var n = FakeNode(id: NodeID("stranger\(i)"))
-            #expect(hub.received(frame: n.frame([n.hr(70, at: start)], at: start), from: n.id, at: start) == .accepted)
+            #expect(hub.received(frame: n.frame([n.hr(70, at: start)], at: start), from: n.id, at: start) == .accepted(samples: 1, rejectedSamples: 0))
         }
         var real = FakeNode(id: "real")
         let later = start + .seconds(120)
@@ -309,7 +309,7 @@ func t(_ seconds: Double) -> Instant { Instant(nanoseconds: Int64(seconds * 1e9)
         #expect(gone.count == 63)
         #expect(hub.counters.forgottenNodes == 63)
         #expect(hub.nodeCount == 1)
-        #expect(hub.received(frame: real.frame([real.hr(70, at: later)], at: later), from: real.id, at: later) == .accepted)
+        #expect(hub.received(frame: real.frame([real.hr(70, at: later)], at: later), from: real.id, at: later) == .accepted(samples: 1, rejectedSamples: 0))
         // Nodes heard since the cutoff are never forgotten.
         #expect(hub.forgetNodes(silentSince: later - .seconds(60), keep: { _ in false }) == ["stranger0"])
         #expect(hub.snapshot(of: real.id, at: later) != nil)
