@@ -31,6 +31,10 @@ public final class HubHTTPAccess: Sendable {
     public struct Counters: Sendable, Equatable {
         public var misdirected = 0
         public var unauthorized = 0
+        public init(misdirected: Int = 0, unauthorized: Int = 0) {
+            self.misdirected = misdirected
+            self.unauthorized = unauthorized
+        }
     }
 
     public static let cookieName = "piconet_hub_token"

@@ -302,6 +302,9 @@ final class HubApp {
         if ticks % 10 == 0 { recorder.record(snaps, at: WallClock.nanosecondsSinceEpoch()) }
         recorder.flush()
         var info = HubInfo(name: settings.name, messagesTotal: UInt64(aggregator.counters.messages), rejectedTotal: rejected)
+        info.unexpectedPeersTotal = UInt64(impostorAnswers)
+        info.forgottenNodesTotal = UInt64(aggregator.counters.forgottenNodes)
+        info.discoveryDroppedTotal = UInt64(discoveryDropped)
         if case let .memoryOnly(e?) = recorder.mode {
             info.storeHealthy = false
             info.storeMessage = "\(e)"

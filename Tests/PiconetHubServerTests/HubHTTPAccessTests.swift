@@ -126,6 +126,30 @@ let hostField = HTTPField.Name("Host")!
         #expect(a.refusals == HubHTTPAccess.Counters(misdirected: 1, unauthorized: 1))
     }
 
+    /// Impostor answers, forgotten nodes, table drops and HTTP refusals are exported as counters.
+    @Test func securityCountersReachTheMetrics() async throws {
+        let feed = HubFeed()
+        var snap = sampleSnapshot(nodes: 1)
+        snap.hub.unexpectedPeersTotal = 3
+        snap.hub.forgottenNodesTotal = 63
+        snap.hub.discoveryDroppedTotal = 5
+        feed.publish(snap)
+        let access = loopback
+        try await Application(router: HubHTTPServer(feed: feed, access: access).makeRouter()).test(.router) { client in
+            try await client.execute(uri: "/api/nodes", method: .get, headers: [hostField: "evil.example"]) { r in
+                #expect(r.status == .misdirectedRequest)
+            }
+            try await client.execute(uri: "/metrics", method: .get, headers: [hostField: "127.0.0.1:8080"]) { r in
+                let text = String(buffer: r.body)
+                #expect(text.contains("piconet_hub_unexpected_peers_total 3"))
+                #expect(text.contains("piconet_hub_forgotten_nodes_total 63"))
+                #expect(text.contains("piconet_hub_discovery_dropped_total 5"))
+                #expect(text.contains("piconet_hub_http_misdirected_total 1"))
+                #expect(text.contains("piconet_hub_http_unauthorized_total 0"))
+            }
+        }
+    }
+
     @Test func tokenComparisonIsExact() {
         #expect(HubHTTPAccess.same("abc", "abc"))
         #expect(!HubHTTPAccess.same("abd", "abc"))
