@@ -7,6 +7,7 @@ import PiconetRuntime
 import PiconetSensors
 import PiconetSession
 import PiconetStore
+import PiconetWire
 
 /// The hub's wiring on one epoll loop: session socket, mDNS browser →
 /// invitations, session messages → aggregator → history store, and once a
@@ -138,10 +139,10 @@ final class HubApp {
         session.onEvent = { [unowned self] in self.handle($0) }
         if let bluetooth {
             pairingAgent?.onEvent = { [unowned self] e in
-                if !self.inPlace { Console.out("piconet-hub: \(e)\n") }
+                if !self.inPlace { Console.out("piconet-hub: \(TerminalText.escaped("\(e)"))\n") }
             }
             bluetooth.bluetooth.onChannelEvent = { [unowned self] e in
-                if !self.inPlace { Console.out("piconet-hub: bluetooth: \(e)\n") }
+                if !self.inPlace { Console.out("piconet-hub: bluetooth: \(TerminalText.escaped("\(e)"))\n") }
                 if case let .opened(address, false, _, _, _) = e { self.bluetoothChannelOpened(address) }
             }
             try startPeerBrowser(adapter: bluetooth.bluetooth.adapter)
