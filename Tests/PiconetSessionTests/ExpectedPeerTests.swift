@@ -136,3 +136,36 @@ struct MachineNet {
         #expect(n.machines[hubAddress]?.connectedPeers == [real.peerID])
     }
 }
+
+/// The same on the virtual loop with a lossy network, through `PeerSession` (what the hub calls).
+@Suite struct ExpectedPeerScenarioTests {
+    @Test func impostorProbedWhileTheRealNodeStreamsChangesNothing() throws {
+        let h = Harness(seed: 25, plan: SessionScenarioTests.faults)
+        let hub = try h.add("hub", SessionConfiguration(policy: .declineAll))
+        let real = try h.add("node-1")
+        let impostor = try h.add("node-1")   // same name, its own key; claims the real node's ID
+        let first = try hub.session.invite(real.address, expecting: real.peerID, context: Array("hub".utf8))
+        h.run(.seconds(5))
+        #expect(hub.outcomes[first] == .accepted(real.peerID))
+        // Samples flow from the node while the hub probes the impostor's address twice.
+        var sent = 0
+        let stream = h.loop.scheduleRepeating(every: .milliseconds(100)) {
+            if (try? real.session.send(numbered(sent), to: [hub.peerID], mode: .reliable)) != nil { sent += 1 }
+        }
+        var probes: [InvitationID] = []
+        for _ in 0..<2 {
+            probes.append(try hub.session.invite(impostor.address, expecting: real.peerID, context: Array("hub".utf8)))
+            h.run(.seconds(10))
+        }
+        stream.cancel()
+        h.run(.seconds(10))
+        for p in probes { #expect(hub.outcomes[p] == .unexpectedPeer(impostor.peerID)) }
+        #expect(hub.session.statistics.unexpectedPeers == 2)
+        #expect(hub.session.state(of: real.peerID) == .connected)
+        #expect(hub.states(of: real.peerID) == [.connecting, .connected], "never disconnected, never moved")
+        #expect(hub.reportedPeers == [real.peerID], "nothing under the impostor's key")
+        #expect(impostor.reportedPeers.isEmpty && impostor.requests.isEmpty)
+        #expect(sent > 100)
+        #expect(hub.messages(from: real.peerID, mode: .reliable) == (0..<sent).map { numbered($0) })
+    }
+}
