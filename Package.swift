@@ -103,7 +103,7 @@ let package = Package(
 
         // Hub's HTTP face (runtime level: Hummingbird + Prometheus; only the hub links it).
         .target(name: "PiconetHubServer",
-                dependencies: [.product(name: "Hummingbird", package: "hummingbird"),
+                dependencies: ["PiconetWire", .product(name: "Hummingbird", package: "hummingbird"),
                                .product(name: "Prometheus", package: "swift-prometheus"),
                                .product(name: "Logging", package: "swift-log")],
                 swiftSettings: swift6),

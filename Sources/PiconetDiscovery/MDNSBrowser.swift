@@ -33,13 +33,23 @@ public struct DiscoveredService: Equatable, Sendable, CustomStringConvertible {
 /// the known answers it already holds (§7.1); a matching query from another host
 /// counts as our own (duplicate-question suppression, §7.3). Records go into a
 /// bounded cache; each is re-queried at 80/85/90/95 % of its TTL and expires at
-/// 100 %. A goodbye (TTL 0) drops a record after `goodbyeGrace`. A service is
+/// 100 %. Anyone on the link can send records (threat model: any name, any address), so the
+/// cache holds no record longer than `maximumTTL` (75 min, RFC 6762 §10's longest usual
+/// TTL), at most `maximumEntriesPerSource` records per sending address (beyond it that
+/// sender's least recently confirmed record makes room), and when full it evicts the least
+/// recently confirmed record instead of refusing new ones, so stale or spoofed records cannot
+/// block discovery for good. Each of these is counted in `stats`. A goodbye (TTL 0) drops a record after `goodbyeGrace`. A service is
 /// `found` once PTR, SRV and at least one address are known, `updated` when its
 /// info, port or addresses change, and `lost` when any of those goes away.
 public struct MDNSBrowser {
     public struct Configuration: Sendable {
-        /// Cached records; a packet arriving when the cache is full has its new records dropped (counted).
+        /// Cached records; when full, the least recently confirmed record is evicted (counted).
         public var maximumCacheEntries = 512
+        /// Records one source address may hold; beyond it its own least recently confirmed one goes (counted).
+        public var maximumEntriesPerSource = 64
+        /// Longest time a record is kept without being confirmed again, in seconds (4500 = 75 min):
+        /// larger TTLs are cut to it (counted). A spoofed record with TTL 2³²−1 would live 136 years.
+        public var maximumTTL: UInt32 = 4500
         /// Services reported at once; more are counted and ignored until room frees up.
         public var maximumServices = 128
         public var maximumQueryInterval: Duration = .seconds(3600)
@@ -61,6 +71,12 @@ public struct MDNSBrowser {
     public struct Stats: Equatable, Sendable {
         public var received = 0, malformed = 0, queriesSent = 0, duplicateQueriesSuppressed = 0
         public var cacheFull = 0, servicesDropped = 0, expired = 0, goodbyes = 0
+        /// Records whose TTL was cut to `maximumTTL`.
+        public var ttlCapped = 0
+        /// Records evicted (least recently confirmed) to make room in a full cache.
+        public var evicted = 0
+        /// Records evicted because their source address held `maximumEntriesPerSource`.
+        public var sourceQuotaEvictions = 0
     }
 
     struct RecordKey: Hashable {
@@ -70,7 +86,10 @@ public struct MDNSBrowser {
 
     struct CacheEntry {
         var record: DNSResourceRecord
+        /// Last confirmed (inserted or re-announced): eviction picks the oldest.
         var received: Instant
+        /// Who sent it (quota per source).
+        var source: EndpointAddress
         var expires: Instant
         var refreshStage = 0
         var nextRefresh: Instant?
@@ -83,6 +102,8 @@ public struct MDNSBrowser {
     private var rng: SeededRandom
     private var running = false
     private var cache: [RecordKey: CacheEntry] = [:]
+    /// Records per source address, kept in step with `cache` by `store` / `evict`.
+    private var perSource: [EndpointAddress: Int] = [:]
     private var reported: [DNSName: DiscoveredService] = [:]
     private var queryAt: Instant?
     private var queryInterval: Duration = .seconds(1)
@@ -124,6 +145,7 @@ public struct MDNSBrowser {
     public mutating func stop() {
         running = false
         cache = [:]
+        perSource = [:]
         reported = [:]
         queryAt = nil
         resolveAt = nil
@@ -157,12 +179,12 @@ public struct MDNSBrowser {
         guard source.port == MDNS.port else { return [] }
         let records = m.answers + m.additionals
         // SRV/TXT/PTR first, so the address records of hosts named by SRVs in this same packet are kept.
-        for r in records where r.type != .a && r.type != .aaaa { insert(r, at: now) }
+        for r in records where r.type != .a && r.type != .aaaa { insert(r, from: source, at: now) }
         let targets = Set(cache.values.compactMap { e -> DNSName? in
             if case let .srv(_, _, _, t) = e.record.data { return t }
             return nil
         })
-        for r in records where (r.type == .a || r.type == .aaaa) && targets.contains(r.name) { insert(r, at: now) }
+        for r in records where (r.type == .a || r.type == .aaaa) && targets.contains(r.name) { insert(r, from: source, at: now) }
         return reconcile(at: now)
     }
 
@@ -173,7 +195,7 @@ public struct MDNSBrowser {
         // Expire, and collect due refresh questions (§5.2).
         for (k, e) in cache {
             if e.expires <= now {
-                cache[k] = nil
+                evict(k)
                 stats.expired += 1
                 continue
             }
@@ -236,8 +258,13 @@ public struct MDNSBrowser {
         }
     }
 
-    private mutating func insert(_ r: DNSResourceRecord, at now: Instant) {
-        guard r.type == .a || r.type == .aaaa || isRelevant(r) else { return }
+    private mutating func insert(_ record: DNSResourceRecord, from source: EndpointAddress, at now: Instant) {
+        guard record.type == .a || record.type == .aaaa || isRelevant(record) else { return }
+        var r = record
+        if r.ttl > configuration.maximumTTL {
+            r.ttl = configuration.maximumTTL
+            stats.ttlCapped += 1
+        }
         let key = RecordKey(name: r.name, data: r.data)
         if r.ttl == 0 {
             if var e = cache[key] {
@@ -256,17 +283,62 @@ public struct MDNSBrowser {
                 cache[k]?.nextRefresh = nil
             }
         }
+        if cache[key]?.source != source, perSource[source, default: 0] >= max(1, configuration.maximumEntriesPerSource),
+           let oldest = leastRecentlyConfirmed(from: source) {
+            evict(oldest)
+            stats.sourceQuotaEvictions += 1
+        }
         if cache[key] == nil, cache.count >= configuration.maximumCacheEntries {
-            for (k, e) in cache where e.expires <= now { cache[k] = nil }
-            guard cache.count < configuration.maximumCacheEntries else {
+            for (k, e) in cache where e.expires <= now { evict(k) }
+            if cache.count >= configuration.maximumCacheEntries, let oldest = leastRecentlyConfirmed(from: nil) {
                 stats.cacheFull += 1
-                return
+                stats.evicted += 1
+                evict(oldest)
             }
         }
-        var e = CacheEntry(record: r, received: now, expires: now + .seconds(Int64(r.ttl)))
+        var e = CacheEntry(record: r, received: now, source: source, expires: now + .seconds(Int64(r.ttl)))
         e.nextRefresh = refreshTime(e)
-        cache[key] = e
+        store(e, at: key)
     }
+
+    private mutating func store(_ e: CacheEntry, at key: RecordKey) {
+        if let old = cache[key] { release(old.source) }
+        cache[key] = e
+        perSource[e.source, default: 0] += 1
+    }
+
+    private mutating func evict(_ key: RecordKey) {
+        guard let old = cache.removeValue(forKey: key) else { return }
+        release(old.source)
+    }
+
+    private mutating func release(_ source: EndpointAddress) {
+        let n = (perSource[source] ?? 1) - 1
+        perSource[source] = n > 0 ? n : nil
+    }
+
+    /// The record confirmed longest ago (of `source`, or of anyone); ties broken by key order so
+    /// the choice does not depend on dictionary order.
+    private func leastRecentlyConfirmed(from source: EndpointAddress?) -> RecordKey? {
+        var best: (RecordKey, Instant)?
+        for (k, e) in cache where source == nil || e.source == source {
+            if let b = best {
+                if b.1 < e.received { continue }
+                if b.1 == e.received, !Self.precedes(k, b.0) { continue }
+            }
+            best = (k, e.received)
+        }
+        return best?.0
+    }
+
+    private static func precedes(_ a: RecordKey, _ b: RecordKey) -> Bool {
+        let x = a.name.description, y = b.name.description
+        if x != y { return x < y }
+        return a.data.canonicalBytes.lexicographicallyPrecedes(b.data.canonicalBytes)
+    }
+
+    /// Records held per source address (for tests and diagnostics).
+    public func cachedRecords(from source: EndpointAddress) -> Int { perSource[source] ?? 0 }
 
     /// Turns the cache into found / updated / lost events.
     private mutating func reconcile(at now: Instant) -> [Action] {

@@ -74,6 +74,8 @@ public struct HubCounters: Equatable, Sendable {
     public var malformedFromUnknown = 0
     public var refusedNodes = 0
     public var rateLimited = 0
+    /// Nodes forgotten (gone longer than the hub's grace period): their slots are free again.
+    public var forgottenNodes = 0
 }
 
 /// Everything the hub knows about one node, for display and storage.
@@ -191,7 +193,18 @@ public struct Aggregator {
     }
 
     /// Forgets a node (it left the session for good).
-    public mutating func forget(_ node: NodeID) { nodes[node] = nil }
+    public mutating func forget(_ node: NodeID) {
+        if nodes.removeValue(forKey: node) != nil { counters.forgottenNodes += 1 }
+    }
+
+    /// Forgets every node not heard from since `cutoff` unless `keep` says otherwise (a node
+    /// still connected but quiet), and returns them. Without this, nodes that came and went
+    /// (64 strangers with 64 keys, under `--invite auto`) would hold every node slot for good.
+    public mutating func forgetNodes(silentSince cutoff: Instant, keep: (NodeID) -> Bool) -> [NodeID] {
+        let gone = nodes.filter { $0.value.lastSeen < cutoff && !keep($0.key) }.map(\.key).sorted()
+        for n in gone { forget(n) }
+        return gone
+    }
 
     /// One window of one node at `now`, or nil for an unknown node.
     public func stats(for node: NodeID, window: AggregationWindow, at now: Instant) -> WindowStats? {

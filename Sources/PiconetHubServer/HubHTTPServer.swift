@@ -20,18 +20,25 @@ import Foundation
 /// - `GET /api/nodes/{id}/series?window=10s|60s|session` — one node's recent series
 /// - `GET /metrics` — Prometheus text format
 /// - `GET /healthz` — `ok`
+///
+/// Every route goes through `HubHTTPAccess` first: the Host check against DNS rebinding, and
+/// the token for writes and for any read on a non-loopback bind.
 public struct HubHTTPServer: Sendable {
     public let feed: HubFeed
+    public let access: HubHTTPAccess
     let metrics: HubMetrics
 
-    public init(feed: HubFeed) {
+    /// - Parameter access: who may ask (`.open`: no checks, for tests of the routes themselves).
+    public init(feed: HubFeed, access: HubHTTPAccess = .open) {
         self.feed = feed
+        self.access = access
         metrics = HubMetrics()
     }
 
     /// The router; exposed so tests can drive it without a socket.
     public func makeRouter() -> Router<BasicRequestContext> {
         let router = Router()
+        router.add(middleware: HubAccessMiddleware(access: access))
         let feed = self.feed
         let metrics = self.metrics
         router.get("/") { _, _ in
@@ -79,8 +86,9 @@ public struct HubHTTPServer: Sendable {
                     try await writer.finish(nil)
                 })
         }
+        let access = self.access
         router.get("/metrics") { _, _ in
-            let text = metrics.render(feed.snapshot)
+            let text = metrics.render(feed.snapshot, http: access.refusals)
             return Response(status: .ok, headers: [.contentType: "text/plain; version=0.0.4"],
                             body: .init(byteBuffer: ByteBuffer(bytes: text)))
         }
@@ -140,6 +148,9 @@ final class HubMetrics: Sendable {
     /// Counters only go up: the last totals seen, to add the difference.
     private let lastTotals = Mutex<(messages: UInt64, rejected: UInt64)>((0, 0))
     private let nodesConnected: Gauge
+    /// Security counters (issue 25), each with the last total seen.
+    private let refusals: [(name: String, counter: Counter)]
+    private let lastRefusals = Mutex<[String: UInt64]>([:])
 
     init() {
         messages = registry.makeCounter(name: "piconet_hub_messages_total",
@@ -147,9 +158,35 @@ final class HubMetrics: Sendable {
         rejected = registry.makeCounter(name: "piconet_hub_rejected_total",
                                         help: "Messages or samples rejected as malformed or implausible.")
         nodesConnected = registry.makeGauge(name: "piconet_hub_nodes_connected", help: "Nodes currently connected.")
+        refusals = [
+            ("unexpected", registry.makeCounter(name: "piconet_hub_unexpected_peers_total",
+                                                help: "Invitations answered by another key than the discovery record claimed: closed, not recorded.")),
+            ("forgotten", registry.makeCounter(name: "piconet_hub_forgotten_nodes_total",
+                                               help: "Nodes forgotten after being gone longer than the grace period.")),
+            ("dropped", registry.makeCounter(name: "piconet_hub_discovery_dropped_total",
+                                             help: "Discovery records or questions not kept because a hub table was full.")),
+            ("misdirected", registry.makeCounter(name: "piconet_hub_http_misdirected_total",
+                                                 help: "HTTP requests refused (421) for a Host this hub is not known by (DNS rebinding).")),
+            ("unauthorized", registry.makeCounter(name: "piconet_hub_http_unauthorized_total",
+                                                  help: "HTTP requests refused (401) for a missing or wrong token.")),
+        ]
     }
 
-    func render(_ snapshot: HubSnapshot) -> [UInt8] {
+    func render(_ snapshot: HubSnapshot, http: HubHTTPAccess.Counters = .init()) -> [UInt8] {
+        let totals: [String: UInt64] = [
+            "unexpected": snapshot.hub.unexpectedPeersTotal, "forgotten": snapshot.hub.forgottenNodesTotal,
+            "dropped": snapshot.hub.discoveryDroppedTotal,
+            "misdirected": UInt64(http.misdirected), "unauthorized": UInt64(http.unauthorized),
+        ]
+        lastRefusals.withLock { last in
+            for (name, counter) in refusals {
+                let now = totals[name] ?? 0
+                if now > last[name, default: 0] {
+                    counter.increment(by: Int64(now - last[name, default: 0]))
+                    last[name] = now
+                }
+            }
+        }
         lastTotals.withLock { last in
             if snapshot.hub.messagesTotal > last.messages {
                 messages.increment(by: Int64(snapshot.hub.messagesTotal - last.messages))

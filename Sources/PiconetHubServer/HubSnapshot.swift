@@ -25,6 +25,13 @@ public struct HubInfo: Sendable, Codable, Equatable {
     public var rejectedTotal: UInt64 = 0
     public var storeHealthy: Bool = true
     public var storeMessage: String?
+    /// Invitations answered by another key than the one the discovery record claimed (an
+    /// impostor or a stale record): closed, nothing recorded.
+    public var unexpectedPeersTotal: UInt64 = 0
+    /// Nodes forgotten after being gone past the grace period (their node slot freed).
+    public var forgottenNodesTotal: UInt64 = 0
+    /// Discovery records and `ask` questions not kept because the hub's tables were full.
+    public var discoveryDroppedTotal: UInt64 = 0
 
     public init(name: String = "hub", messagesTotal: UInt64 = 0, rejectedTotal: UInt64 = 0,
                 storeHealthy: Bool = true, storeMessage: String? = nil) {

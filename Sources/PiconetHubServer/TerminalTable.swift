@@ -1,8 +1,10 @@
+import PiconetWire
+
 /// The hub's terminal view: a fixed-width table of every node's aggregates.
 ///
 /// On a terminal the table is redrawn in place (cursor home + clear); when
 /// stdout is a pipe or a file, each refresh is plain lines with a timestamp
-/// header, so logs stay readable.
+/// header, so logs stay readable. Node names are printed through `TerminalText.escaped`.
 public enum TerminalTable {
     public static let columns: [(String, Int)] = [
         ("NODE", 14), ("STATE", 12), ("BPM", 5), ("MIN", 5), ("AVG", 5), ("MAX", 5),
@@ -12,12 +14,13 @@ public enum TerminalTable {
     /// The table as lines (no trailing newline in any line).
     public static func lines(_ s: HubSnapshot) -> [String] {
         var out: [String] = []
-        out.append("\(s.hub.name): \(s.nodes.count) node(s), \(s.hub.messagesTotal) messages, \(s.hub.rejectedTotal) rejected"
+        out.append("\(TerminalText.escaped(s.hub.name)): \(s.nodes.count) node(s), \(s.hub.messagesTotal) messages, \(s.hub.rejectedTotal) rejected"
                    + (s.hub.storeHealthy ? "" : "  [store: \(s.hub.storeMessage ?? "unavailable") — aggregating in memory]"))
         out.append(row(columns.map(\.0)))
         for n in s.nodes.sorted(by: { $0.name < $1.name }) {
             out.append(row([
-                n.name, n.state, num(n.bpm, 0), num(n.min, 0), num(n.avg, 0), num(n.max, 0),
+                // Names come from the network (discovery records, handshakes): escaped, never raw.
+                TerminalText.escaped(n.name), n.state, num(n.bpm, 0), num(n.min, 0), num(n.avg, 0), num(n.max, 0),
                 num(n.rmssd, 1), num(n.sdnn, 1), num(n.activity, 0), String(n.steps), num(n.cadence, 0),
                 num(n.loss * 100, 1) + "%", num(n.latencyMs, 1),
             ]))

@@ -81,9 +81,11 @@ public final class PeerSession {
     }
 
     /// Invites whoever listens at `address`; the outcome comes as `.invitationFinished(id, …)`.
+    /// With `expecting`, only that peer's key may answer (see `SessionMachine.invite(_:expecting:…)`).
     @discardableResult
-    public func invite(_ address: EndpointAddress, context: [UInt8] = [], timeout: Duration? = nil) throws(SessionError) -> InvitationID {
-        let (id, actions) = try machine.invite(address, context: context, timeout: timeout, now: loop.now)
+    public func invite(_ address: EndpointAddress, expecting: PeerID? = nil, context: [UInt8] = [],
+                       timeout: Duration? = nil) throws(SessionError) -> InvitationID {
+        let (id, actions) = try machine.invite(address, expecting: expecting, context: context, timeout: timeout, now: loop.now)
         perform(actions)
         return id
     }

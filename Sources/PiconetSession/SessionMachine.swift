@@ -109,6 +109,9 @@ public struct SessionMachine {
         /// When this link is given up (handshake expiry, invitation deadline, closing end).
         var expiresAt: Instant?
         var peer: PeerID?
+        /// Initiator: the only peer this invitation may reach (discovery said who listens there, but
+        /// a record proves nothing); another key finishing the handshake closes the link.
+        var expectedPeer: PeerID?
         var remoteName = ""
         var remoteInstance: UInt64 = 0
         var verificationCode = ""
@@ -175,7 +178,15 @@ public struct SessionMachine {
 
     /// Starts an invitation to whoever listens at `address`. The outcome
     /// arrives as `.invitationFinished(id, …)`: accepted, declined, timed out or failed.
-    public mutating func invite(_ address: EndpointAddress, context: [UInt8], timeout: Duration? = nil,
+    ///
+    /// - Parameter expecting: the peer the caller means to reach (e.g. the `id` a discovery record
+    ///   claims). Records are unauthenticated hints: if the key that completes the handshake is
+    ///   another one, the link is dropped before our third handshake message (so the stranger never
+    ///   gets our static key, an invitation or a session), counted in `statistics.unexpectedPeers`, and the outcome is `.unexpectedPeer(answered)`. With an
+    ///   expected peer already in the session over another address, the invitation is a probe:
+    ///   if that same key accepts, the session moves to the new link (resuming its streams when
+    ///   the peer did not restart).
+    public mutating func invite(_ address: EndpointAddress, expecting: PeerID? = nil, context: [UInt8], timeout: Duration? = nil,
                                 now: Instant) throws(SessionError) -> (InvitationID, [SessionAction]) {
         guard !isClosed else { throw .closed }
         guard context.count <= InvitationFrame.maxContextLength else {
@@ -184,6 +195,7 @@ public struct SessionMachine {
         let t = timeout ?? configuration.defaultInvitationTimeout
         var link = newLink(initiator: true, address: address, now: now)
         link.invitationID = allocateInvitation()
+        link.expectedPeer = expecting
         link.invitation = InvitationFrame(invitationID: link.invitationID,
                                           timeoutMilliseconds: UInt32(clamping: t.nanoseconds / 1_000_000),
                                           context: context)
@@ -794,6 +806,14 @@ public struct SessionMachine {
             return
         }
         guard let rs = noise.remoteStaticKey else { return }
+        if let expected = l.expectedPeer, PeerID(publicKey: rs) != expected {
+            // Not who the caller meant to reach: the link ends here, before our third message
+            // (the stranger never learns our static key) and before anything is attributed to either key.
+            statistics.unexpectedPeers += 1
+            finishInvitation(l, .unexpectedPeer(PeerID(publicKey: rs)))
+            removeLink(l.index)
+            return
+        }
         guard EncryptionPreference.negotiate(configuration.encryption, payload.preference) != nil else {
             finishInvitation(l, .failed(CloseReason.encryptionMismatch.description))
             removeLink(l.index)
@@ -818,7 +838,8 @@ public struct SessionMachine {
             return
         }
         if let i = peerLinks[peer], let existing = links[i], !existing.lost,
-           !(identity.peerID < peer && !existing.initiator) {
+           !(identity.peerID < peer && !existing.initiator),
+           l.expectedPeer == nil || existing.address == l.address {
             // Already in the session with this peer over the link that survives
             // (the one the lower peer ID initiated): the invitation is moot. The
             // other side holds this link only half-open, so closing it is safe.

@@ -69,6 +69,9 @@ public enum InvitationOutcome: Sendable, Equatable, CustomStringConvertible {
     case declined(PeerID)
     case timedOut
     case failed(String)
+    /// Another key than the expected peer's finished the handshake (`invite(_:expecting:…)`):
+    /// the link was closed and nothing was sent or recorded under either key.
+    case unexpectedPeer(PeerID)
 
     public var description: String {
         switch self {
@@ -76,6 +79,7 @@ public enum InvitationOutcome: Sendable, Equatable, CustomStringConvertible {
         case let .declined(p): return "declined by \(p)"
         case .timedOut: return "timed out"
         case let .failed(why): return "failed: \(why)"
+        case let .unexpectedPeer(p): return "answered by another key (\(p)) than the expected peer's: closed"
         }
     }
 }
@@ -218,6 +222,9 @@ public struct SessionStatistics: Sendable, Equatable {
     /// Links ended because their path became too small for the data in flight, and invitations
     /// refused because their context did not fit the path.
     public var pathTooSmall = 0
+    /// Invitations closed because the key that answered was not the expected peer's
+    /// (`invite(_:expecting:…)`): an impostor, or a stale discovery record.
+    public var unexpectedPeers = 0
 }
 
 /// What the state machine asks its driver to do.

@@ -7,6 +7,7 @@ import PiconetRuntime
 import PiconetSensors
 import PiconetSession
 import PiconetStore
+import PiconetWire
 
 /// The hub's wiring on one epoll loop: session socket, mDNS browser →
 /// invitations, session messages → aggregator → history store, and once a
@@ -36,22 +37,33 @@ final class HubApp {
     let recorder: HistoryRecorder
     let feed = HubFeed()
     var refreshTimer: RepeatingTimer?
-    /// Node peer ID → what discovery says about it (name, address).
-    var discovered: [PeerID: DiscoveredService] = [:]
-    var invitations: [PeerID: InvitationID] = [:]
+    /// Services found over Wi-Fi, by instance name. Their `id` is a claim, not a proof: anyone
+    /// can advertise any ID (see HubDiscovery.swift). Bounded by `tableLimit`.
+    var services: [String: DiscoveredService] = [:]
+    /// Wi-Fi invitations in flight, each bound to the peer its record claimed (at most
+    /// `invitationsPerPeer` per peer: the first one and one probe of another address).
+    var invitations: [InvitationID: HubInvitation] = [:]
     var retryAt: [PeerID: Instant] = [:]
-    /// Where each node was invited (kept while its session lives). A node rediscovered
-    /// elsewhere — it restarted on a new port, or its address changed — has its stale
-    /// invitation withdrawn or its stale session closed and is invited again at once,
-    /// instead of after the invitation timeout or the session's resume window (~30 s).
+    /// Where each node's session runs over Wi-Fi: the address where its key answered. A record
+    /// placing it elsewhere (it restarted on a new port, or someone claims its ID) is probed
+    /// alongside; the session moves only when the same key answers there.
     var targets: [PeerID: EndpointAddress] = [:]
+    /// Claims not to invite again before a time: an address that answered with another key than
+    /// the claimed one (`impostorCooldown`), or a probe that got no answer (`probeCooldown`).
+    var cooldown: [Claim: Instant] = [:]
+    /// Keys that answered for another node's ID, logged once each; every answer is counted.
+    var impostorKeysLogged: Set<PeerID> = []
+    var impostorAnswers = 0
+    /// Records and questions not kept because a table was full.
+    var discoveryDropped = 0
     /// `--invite ask`: nodes a person said yes / no to, and the questions waiting, oldest first.
     var approved: Set<PeerID> = []
     var refused: Set<PeerID> = []
     var questions: [PeerID] = []
     var answers: LineInput?
     var names: [PeerID: String] = [:]
-    /// Per node, 1 Hz points for the live page; bounded to `seriesLimit`.
+    /// Per node, 1 Hz points for the live page; bounded to `seriesLimit` points, and pruned with
+    /// the node (`forgetGoneNodes`).
     var series: [PeerID: [SeriesPoint]] = [:]
     var rejected: UInt64 = 0
     /// `--latency-report`: per-batch delay from the node making it to the aggregate taking it,
@@ -63,6 +75,8 @@ final class HubApp {
     let wallOffset: Double
     let inPlace: Bool
     var server: Task<Void, Never>?
+    /// The HTTP server's Host check and token (nil: HTTP off).
+    var httpAccess: HubHTTPAccess?
     /// The hub's own LEDs: advertising-blink while no node is connected, solid once one is,
     /// an activity flash per accepted batch (rate-limited by the light board).
     let lights: BoardLights?
@@ -124,10 +138,10 @@ final class HubApp {
         session.onEvent = { [unowned self] in self.handle($0) }
         if let bluetooth {
             pairingAgent?.onEvent = { [unowned self] e in
-                if !self.inPlace { Console.out("piconet-hub: \(e)\n") }
+                if !self.inPlace { Console.out("piconet-hub: \(TerminalText.escaped("\(e)"))\n") }
             }
             bluetooth.bluetooth.onChannelEvent = { [unowned self] e in
-                if !self.inPlace { Console.out("piconet-hub: bluetooth: \(e)\n") }
+                if !self.inPlace { Console.out("piconet-hub: bluetooth: \(TerminalText.escaped("\(e)"))\n") }
                 if case let .opened(address, false, _, _, _) = e { self.bluetoothChannelOpened(address) }
             }
             try startPeerBrowser(adapter: bluetooth.bluetooth.adapter)
@@ -137,7 +151,11 @@ final class HubApp {
             }
         }
         if let host = settings.httpHost {
-            let server = HubHTTPServer(feed: feed)
+            let tokenPath = Self.directory(of: settings.identityPath) + "/hub-http.token"
+            let access = HubHTTPAccess(token: try Self.loadOrCreateToken(tokenPath), boundHost: host, port: settings.httpPort,
+                                       hosts: Self.ownHostNames())
+            httpAccess = access
+            let server = HubHTTPServer(feed: feed, access: access)
             let port = settings.httpPort
             self.server = Task.detached {
                 do { try await server.run(host: host, port: port) } catch is CancellationError {} catch {
@@ -145,6 +163,8 @@ final class HubApp {
                 }
             }
             Console.out("piconet-hub: live page http://\(host):\(port)/  API /api/nodes  metrics /metrics\n")
+            Console.out("piconet-hub: HTTP token in \(tokenPath) (mode 0600), needed for \(access.tokenForReads ? "every request (not a loopback address)" : "writes")"
+                        + ": send 'Authorization: Bearer TOKEN' or open /?token=TOKEN once\n")
         }
         if settings.askBeforeInviting {
             let input = try LineInput(loop: loop)
@@ -182,96 +202,6 @@ final class HubApp {
         loop.schedule(after: .milliseconds(50)) { [unowned self] in self.loop.stop() }
     }
 
-    // MARK: discovery → invitations
-
-    func discovery(_ event: DiscoveryEvent) {
-        switch event {
-        case let .found(s), let .updated(s):
-            guard let idText = s.info.string("id"), let peer = PeerID(hex: idText) else { return }
-            discovered[peer] = s
-            names[peer] = s.name
-            if let target = targets[peer], !Self.service(s, reaches: target) {
-                targets[peer] = nil
-                retryAt[peer] = nil
-                if let id = invitations[peer] {
-                    invitations[peer] = nil   // forgotten first: its `.failed("cancelled")` is not retried later
-                    session.cancelInvitation(id)
-                } else if session.state(of: peer) != .notConnected {
-                    if !inPlace { Console.out("piconet-hub: \(s.name) moved to port \(s.port): closing its old session\n") }
-                    session.disconnect(peer)
-                }
-            }
-            inviteIfNeeded(peer)
-        case let .lost(s):
-            if let (peer, _) = discovered.first(where: { $0.value.name == s.name }) { discovered[peer] = nil }
-        }
-    }
-
-    func inviteIfNeeded(_ peer: PeerID) {
-        guard let s = discovered[peer], invitations[peer] == nil, session.state(of: peer) == .notConnected else { return }
-        if let allow = settings.allowList, !allow.contains(peer) { return }
-        if settings.askBeforeInviting && !approved.contains(peer) {
-            if !refused.contains(peer) && !questions.contains(peer) && answers != nil {
-                questions.append(peer)
-                if questions.count == 1 { ask() }
-            }
-            return
-        }
-        if let t = retryAt[peer], loop.now < t { return }
-        guard let target = Self.target(of: s) else { return }
-        do {
-            invitations[peer] = try session.invite(target, context: Array(settings.name.utf8))
-            targets[peer] = target
-        } catch {
-            Console.err("piconet-hub: cannot invite \(s.name): \(error)\n")
-        }
-    }
-
-    /// The session address a discovered node is invited at: its first IPv4 address and port.
-    static func target(of s: DiscoveredService) -> EndpointAddress? {
-        guard let v4 = s.addresses.compactMap({ a -> UInt32? in if case let .v4(h) = a { return h }; return nil }).first else { return nil }
-        return .ipv4(host: v4, port: s.port)
-    }
-
-    /// Whether `target` is still one of the service's addresses (any of them, in any order).
-    static func service(_ s: DiscoveredService, reaches target: EndpointAddress) -> Bool {
-        s.addresses.contains { a in
-            if case let .v4(h) = a { return target == .ipv4(host: h, port: s.port) }
-            return false
-        }
-    }
-
-    /// Prints the oldest waiting question.
-    func ask() {
-        guard let peer = questions.first else { return }
-        if bluetoothNodes.held[peer] != nil {
-            Console.out("piconet-hub: node '\(names[peer] ?? "?")' (\(peer)) answered over Bluetooth; record its data? [y/n] ")
-            return
-        }
-        let name = discovered[peer]?.name ?? peer.description
-        Console.out("piconet-hub: invite node '\(name)' (\(peer))? [y/n] ")
-    }
-
-    func answer(_ line: String) {
-        guard !questions.isEmpty else { return }
-        let peer = questions.removeFirst()
-        if bluetoothNodes.held[peer] != nil {
-            let yes = line.first == "y" || line.first == "Y"
-            if yes { approved.insert(peer) } else { refused.insert(peer) }
-            answerHeld(peer, yes: yes)
-            ask()
-            return
-        }
-        if line.first == "y" || line.first == "Y" {
-            approved.insert(peer)
-            inviteIfNeeded(peer)
-        } else {
-            refused.insert(peer)
-            Console.out("piconet-hub: not inviting \(discovered[peer]?.name ?? peer.description)\n")
-        }
-        ask()
-    }
-
     // MARK: session
 
     func handle(_ event: SessionEvent) {
@@ -281,17 +211,11 @@ final class HubApp {
             ingest(bytes, from: from)
         case let .invitationFinished(id, outcome):
             if bluetoothInvitationFinished(id, outcome) { return }
-            // A withdrawn invitation was already forgotten above: nothing to retry.
-            guard let (peer, _) = invitations.first(where: { $0.value == id }) else { return }
-            invitations[peer] = nil
-            if case .accepted = outcome { return }
-            targets[peer] = nil
-            if !inPlace { Console.out("piconet-hub: invitation to \(names[peer] ?? peer.description) \(outcome)\n") }
-            retryAt[peer] = loop.now + Self.inviteRetry
-            loop.schedule(after: Self.inviteRetry) { [weak self] in self?.inviteIfNeeded(peer) }
+            wifiInvitationFinished(id, outcome)
         case let .peerStateChanged(peer, state):
-            if !inPlace { Console.out("piconet-hub: \(names[peer] ?? peer.description) \(state)\n") }
+            if !inPlace { Console.out("piconet-hub: \(displayName(peer)) \(state)\n") }
             if state == .notConnected {
+                targets[peer] = nil
                 bluetoothPeerLeft(peer)
                 loop.schedule(after: .seconds(1)) { [weak self] in self?.inviteIfNeeded(peer) }
             }
@@ -343,7 +267,9 @@ final class HubApp {
         let now = loop.now
         let snaps = aggregator.snapshots(at: now)
         var nodes: [NodeStatus] = []
-        var peers = Set(discovered.keys)
+        if ticks % 10 == 0 { forgetGoneNodes() }
+        if ticks % 30 == 0, let host = settings.httpHost { httpAccess?.setHosts(Self.ownHostNames(), boundHost: host) }
+        var peers = Set(services.values.compactMap(Self.claimedPeer))
         for s in snaps { if let p = PeerID(hex: s.id.rawValue) { peers.insert(p) } }
         let byID = Dictionary(snaps.map { ($0.id.rawValue, $0) }, uniquingKeysWith: { a, _ in a })
         for peer in peers.sorted() {
@@ -376,6 +302,9 @@ final class HubApp {
         if ticks % 10 == 0 { recorder.record(snaps, at: WallClock.nanosecondsSinceEpoch()) }
         recorder.flush()
         var info = HubInfo(name: settings.name, messagesTotal: UInt64(aggregator.counters.messages), rejectedTotal: rejected)
+        info.unexpectedPeersTotal = UInt64(impostorAnswers)
+        info.forgottenNodesTotal = UInt64(aggregator.counters.forgottenNodes)
+        info.discoveryDroppedTotal = UInt64(discoveryDropped)
         if case let .memoryOnly(e?) = recorder.mode {
             info.storeHealthy = false
             info.storeMessage = "\(e)"

@@ -66,15 +66,15 @@ extension HubApp {
                     bluetoothNodes.seen[b.endpoint] = nil
                     if let idText = s.info.string("id"), let peer = PeerID(hex: idText), !inPlace,
                        bluetoothNodes.heardOnBoth.count < HubBluetoothNodes.limit, bluetoothNodes.heardOnBoth.insert(peer).inserted {
-                        Console.out("piconet-hub: '\(s.name)' heard over Wi-Fi and Bluetooth (\(b.endpoint)): one node, invited over Wi-Fi\n")
+                        Console.out("piconet-hub: '\(TerminalText.escaped(s.name))' heard over Wi-Fi and Bluetooth (\(b.endpoint)): one node, invited over Wi-Fi\n")
                     }
                 }
-                // Prefer Wi-Fi: a node whose session runs over Bluetooth is moved once Wi-Fi finds it
-                // (closed here; `.notConnected` invites it again, at its Wi-Fi address).
+                // Prefer Wi-Fi: a node whose session runs over Bluetooth is moved once Wi-Fi finds it.
+                // The record is only a claim, so the session is not closed here: `discovery` probes
+                // the Wi-Fi address expecting this peer, and the session moves when its key answers.
                 if let idText = s.info.string("id"), let peer = PeerID(hex: idText), bluetoothNodes.connected.contains(peer) {
                     bluetoothNodes.connected.remove(peer)
-                    if !inPlace { Console.out("piconet-hub: \(s.name) found over Wi-Fi: moving its session off Bluetooth\n") }
-                    session.disconnect(peer)
+                    if !inPlace { Console.out("piconet-hub: \(TerminalText.escaped(s.name)) found over Wi-Fi: moving its session off Bluetooth\n") }
                 }
                 discovery(.found(s))
             } else if let b = p.bluetooth {
@@ -101,7 +101,7 @@ extension HubApp {
         guard let (p, _) = bluetoothNodes.seen[address], p.wifi == nil, let b = p.bluetooth,
               !bluetoothNodes.invitations.values.contains(address) else { return }
         if let peer = bluetoothNodes.peers[address] {
-            guard session.state(of: peer) == .notConnected, discovered[peer] == nil else { return }
+            guard session.state(of: peer) == .notConnected, !isClaimedOverWiFi(peer) else { return }
         }
         if let allow = settings.allowList {
             // Only the 16-bit tag is known before the handshake; the full ID is checked on acceptance.
@@ -117,16 +117,17 @@ extension HubApp {
         do {
             let id = try session.invite(address, context: Array(settings.name.utf8))
             bluetoothNodes.invitations[id] = address
-            if !inPlace { Console.out("piconet-hub: inviting '\(p.name)' over Bluetooth at \(address)\(b.rssi.map { ", \($0) dBm" } ?? "")\n") }
+            if !inPlace { Console.out("piconet-hub: inviting '\(TerminalText.escaped(p.name))' over Bluetooth at \(address)\(b.rssi.map { ", \($0) dBm" } ?? "")\n") }
         } catch {
-            Console.err("piconet-hub: cannot invite \(p.name) over Bluetooth: \(error)\n")
+            Console.err("piconet-hub: cannot invite \(TerminalText.escaped(p.name)) over Bluetooth: \(error)\n")
         }
     }
 
     /// An invitation sent over Bluetooth finished; false if `id` is not one of them.
     func bluetoothInvitationFinished(_ id: InvitationID, _ outcome: InvitationOutcome) -> Bool {
         guard let address = bluetoothNodes.invitations.removeValue(forKey: id) else { return false }
-        let name = bluetoothNodes.seen[address]?.peer.name ?? address.description
+        let rawName = bluetoothNodes.seen[address]?.peer.name ?? address.description
+        let name = TerminalText.escaped(rawName)
         if case let .accepted(peer) = outcome {
             bluetoothNodes.learn(address, is: peer)
             if let allow = settings.allowList, !allow.contains(peer) {
@@ -135,7 +136,7 @@ extension HubApp {
                 bluetoothNodes.retryAt[address] = loop.now + .seconds(3600)
                 return true
             }
-            names[peer] = name
+            names[peer] = rawName
             bluetoothNodes.connected.insert(peer)
             if settings.askBeforeInviting, !approved.contains(peer), !questions.contains(peer) {
                 bluetoothNodes.held[peer] = 0
@@ -162,7 +163,7 @@ extension HubApp {
     /// session and does not invite it again.
     func answerHeld(_ peer: PeerID, yes: Bool) {
         let dropped = bluetoothNodes.held.removeValue(forKey: peer) ?? 0
-        let name = names[peer] ?? peer.description
+        let name = displayName(peer)
         if yes {
             Console.out("piconet-hub: recording \(name) (\(dropped) messages before your answer were not recorded)\n")
         } else {
@@ -188,7 +189,7 @@ extension HubApp {
         loop.schedule(after: Self.resumeGrace) { [weak self] in
             guard let self, self.session.state(of: peer) == .connecting, self.bluetoothNodes.peers[address] == peer else { return }
             if !self.inPlace {
-                Console.out("piconet-hub: \(self.names[peer] ?? peer.description) is back at \(address) but not in its session: restarted; inviting it again\n")
+                Console.out("piconet-hub: \(self.displayName(peer)) is back at \(address) but not in its session: restarted; inviting it again\n")
             }
             self.session.disconnect(peer)
         }

@@ -172,7 +172,7 @@ final class NodeApp {
             // Only `ask` reaches here; the other policies answer inside the session.
             pendingInvitation = request.id
             lights?.driver.show(.invitationPending)
-            log("invitation from \(request.displayName) (\(request.peer)), code \(request.verificationCode): press the button to accept, hold to decline")
+            log("invitation from \(TerminalText.escaped(request.displayName)) (\(request.peer)), code \(request.verificationCode): press the button to accept, hold to decline")
         case let .invitationFinished(_, outcome):
             log("invitation: \(outcome)")
             // A hub admitted on first use stays trusted after a restart only once it is on disk.

@@ -5,6 +5,7 @@ import PiconetLoop
 import PiconetPosix
 import PiconetRuntime
 import PiconetSession
+import PiconetWire
 
 /// Subcommands of `piconet` from this area: `listen`, `send` (sessions over UDP).
 let sessionCommands: [ParsableCommand.Type] = [ListenCommand.self, SendCommand.self, SessionBenchCommand.self]
@@ -270,7 +271,7 @@ struct ListenCommand: ParsableCommand {
                 if json {
                     emitLine("{\"event\":\"question\",\"peer\":\"\(r.peer)\",\"name\":\(jsonString(r.displayName)),\"code\":\"\(r.verificationCode)\",\"context\":\(jsonString(context))}")
                 } else {
-                    emitLine("? invitation from \(r.displayName) (\(r.peer)), code \(r.verificationCode), context \"\(context)\": accept? [y/n]")
+                    emitLine("? invitation from \(TerminalText.escaped(r.displayName)) (\(r.peer)), code \(r.verificationCode), context \"\(TerminalText.escaped(context))\": accept? [y/n]")
                 }
             case let .invitationFinished(id, outcome):
                 saveTrust()

@@ -126,8 +126,73 @@ import Testing
             t += .microseconds(10)
         }
         #expect(b.cacheCount == 64)
-        #expect(b.stats.cacheFull == 1000 - 64)
+        // One sender: its own quota (64 by default) makes room, oldest first.
+        #expect(b.stats.sourceQuotaEvictions + b.stats.evicted == 1000 - 64)
         #expect(b.services.isEmpty, "PTRs without SRV are not services")
+    }
+
+    // MARK: issue 25 item 7: spoofed records cannot fill the tables for good
+
+    /// The old browser kept a record with TTL 2³²−1 for 136 years.
+    @Test func ttlsAreCappedAt75Minutes() throws {
+        var b = started()
+        let hostile = try DNSMessage(decoding: announcement()).withTTL(UInt32.max)
+        let found = b.received(hostile.encoded(), from: Fixture.peer, at: Instant.zero + .seconds(1))
+        #expect(found.events == ["found node A"])
+        #expect(b.stats.ttlCapped > 0)
+        var lost: [String] = []
+        var t = Instant.zero + .seconds(1)
+        while t < Instant.zero + .seconds(4600) {
+            t = b.nextDeadline ?? t + .seconds(60)
+            lost += b.timerFired(at: t).events.filter { $0.hasPrefix("lost") }
+            if !lost.isEmpty { break }
+        }
+        #expect(lost == ["lost node A"], "gone once 75 minutes pass unconfirmed")
+        #expect(t <= Instant.zero + .seconds(4501))
+    }
+
+    /// The old browser refused new records once 512 were cached: a flood blocked discovery.
+    @Test func aFullCacheEvictsTheLeastRecentlyConfirmedInsteadOfBlockingDiscovery() throws {
+        var config = MDNSBrowser.Configuration()
+        config.maximumCacheEntries = 64
+        var b = MDNSBrowser(service: Fixture.service, configuration: config, seed: 4)
+        _ = b.start(at: .zero)
+        var t = Instant.zero + .seconds(1)
+        // 1000 forged PTRs, each from another spoofed address (so the per-source quota does not help).
+        for i in 0..<1000 {
+            let inst = try Fixture.service.domainName.prepending(Array("fake \(i)".utf8))
+            let m = DNSMessage.response(answers: [DNSResourceRecord(name: Fixture.service.domainName, data: .ptr(inst), ttl: 4500)])
+            _ = b.received(m.encoded(), from: .ipv4(10, 9, UInt8(i / 256), UInt8(i % 256), port: 5353), at: t)
+            t += .microseconds(10)
+        }
+        #expect(b.cacheCount == 64)
+        #expect(b.stats.evicted == 1000 - 64)
+        let found = b.received(announcement(), from: Fixture.peer, at: t + .milliseconds(1))
+        #expect(found.events == ["found node A"], "a real node is still found")
+        #expect(b.cacheCount == 64)
+    }
+
+    @Test func oneSourceHoldsAtMostItsQuota() throws {
+        var config = MDNSBrowser.Configuration()
+        config.maximumEntriesPerSource = 16
+        var b = MDNSBrowser(service: Fixture.service, configuration: config, seed: 4)
+        _ = b.start(at: .zero)
+        let found = b.received(announcement(), from: Fixture.peer, at: Instant.zero + .seconds(1))
+        #expect(found.events == ["found node A"])
+        let real = b.cachedRecords(from: Fixture.peer)
+        let spoofer = EndpointAddress.ipv4(10, 0, 0, 66, port: 5353)
+        var t = Instant.zero + .seconds(2)
+        for i in 0..<500 {
+            let inst = try Fixture.service.domainName.prepending(Array("fake \(i)".utf8))
+            let m = DNSMessage.response(answers: [DNSResourceRecord(name: Fixture.service.domainName, data: .ptr(inst), ttl: 4500)])
+            _ = b.received(m.encoded(), from: spoofer, at: t)
+            t += .milliseconds(1)
+        }
+        #expect(b.cachedRecords(from: spoofer) == 16)
+        #expect(b.stats.sourceQuotaEvictions == 500 - 16)
+        #expect(b.cachedRecords(from: Fixture.peer) == real, "another sender's records are untouched")
+        #expect(b.services.map(\.name) == ["node A"])
+        #expect(b.cacheCount == real + 16)
     }
 
     @Test func unrelatedRecordsAreNotCached() throws {
@@ -147,5 +212,15 @@ import Testing
         let log = runTimers(&b, until: Instant.zero + .seconds(1) + .milliseconds(100))
         let q = log.compactMap { t, a -> MDNSPacket? in if case let .send(p) = a, t > Instant.zero + .seconds(1) { return p }; return nil }
         #expect(q.contains { $0.message.questions.contains(DNSQuestion(name: inst, type: .srv)) })
+    }
+}
+
+extension DNSMessage {
+    /// The same message with every answer and additional record's TTL set to `ttl`.
+    func withTTL(_ ttl: UInt32) -> DNSMessage {
+        var m = self
+        m.answers = m.answers.map { var r = $0; r.ttl = ttl; return r }
+        m.additionals = m.additionals.map { var r = $0; r.ttl = ttl; return r }
+        return m
     }
 }

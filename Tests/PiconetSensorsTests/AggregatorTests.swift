@@ -292,6 +292,28 @@ func t(_ seconds: Double) -> Instant { Instant(nanoseconds: Int64(seconds * 1e9)
         let after = try #require(hub.snapshot(of: good.id, at: now))
         #expect(after == before, "nothing another node sent changed this node")
     }
+
+    /// Issue 25 item 7: 64 strangers that came and went held every node slot for good.
+    @Test func nodesGoneLongerThanTheGraceAreForgottenAndFreeTheirSlots() throws {
+        var hub = Aggregator()   // 64 slots
+        let start = t(100)
+        for i in 0..<64 {
+            var n = FakeNode(id: NodeID("stranger\(i)"))
+            #expect(hub.received(frame: n.frame([n.hr(70, at: start)], at: start), from: n.id, at: start) == .accepted(samples: 1, rejectedSamples: 0))
+        }
+        var real = FakeNode(id: "real")
+        let later = start + .seconds(120)
+        #expect(hub.received(frame: real.frame([real.hr(70, at: later)], at: later), from: real.id, at: later) == .refused)
+        // One stranger is still connected (the hub says keep it); the others left over 60 s ago.
+        let gone = hub.forgetNodes(silentSince: later - .seconds(60), keep: { $0 == "stranger0" })
+        #expect(gone.count == 63)
+        #expect(hub.counters.forgottenNodes == 63)
+        #expect(hub.nodeCount == 1)
+        #expect(hub.received(frame: real.frame([real.hr(70, at: later)], at: later), from: real.id, at: later) == .accepted(samples: 1, rejectedSamples: 0))
+        // Nodes heard since the cutoff are never forgotten.
+        #expect(hub.forgetNodes(silentSince: later - .seconds(60), keep: { _ in false }) == ["stranger0"])
+        #expect(hub.snapshot(of: real.id, at: later) != nil)
+    }
 }
 
 extension Double {
