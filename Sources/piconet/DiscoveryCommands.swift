@@ -22,10 +22,16 @@ private func writeLine(_ s: String, to fd: CInt = 1) {
     }
 }
 
-/// Prints `piconet <command>: <message>` on stderr and exits 2 (bad arguments).
+/// Prints `piconet <command>: error: <message>` on stderr and exits 64 (bad arguments).
 private func usageFailure(_ command: String, _ message: String) -> ExitCode {
-    writeLine("piconet \(command): \(message)", to: 2)
-    return ExitCode(2)
+    writeLine("piconet \(command): error: \(message)", to: 2)
+    return ExitCode(ExitStatus.usage)
+}
+
+/// A named interface that is missing or unusable: 69, as in every binary.
+private func interfaceFailure(_ command: String, _ error: DiscoveryRuntimeError) -> ExitCode {
+    writeLine("piconet \(command): error: \(error)", to: 2)
+    return ExitCode(ExitStatus.unavailable)
 }
 
 /// `--ttl` and `--port` arrive as text so a bad value is our one-line error with exit 2.
@@ -120,7 +126,7 @@ struct AdvertiseCommand: ParsableCommand {
         }
         var interfaces: [NetworkInterface] = []
         if transport.usesWiFi {
-            do { interfaces = try DiscoveryInterfaces.resolve(interface) } catch { throw usageFailure(cmd, error.description) }
+            do { interfaces = try DiscoveryInterfaces.resolve(interface) } catch { throw interfaceFailure(cmd, error) }
         }
         let adapter = transport.usesBluetooth ? try radio.resolveAdapter(cmd) : nil
 
@@ -211,7 +217,7 @@ struct BrowseCommand: ParsableCommand {
         let silence = try parseNumber(lostAfter, "--lost-after", command: cmd, range: 1...UInt32(3600))
         do { _ = try ServiceType(service) } catch { throw usageFailure(cmd, error.description) }
         if transport.usesWiFi {
-            do { _ = try DiscoveryInterfaces.resolve(interface) } catch { throw usageFailure(cmd, error.description) }
+            do { _ = try DiscoveryInterfaces.resolve(interface) } catch { throw interfaceFailure(cmd, error) }
         }
         if transport.usesBluetooth {
             try browsePeers(cmd, transport: transport, service: service, seconds: seconds, silence: silence)
