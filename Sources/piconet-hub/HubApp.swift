@@ -121,10 +121,10 @@ final class HubApp {
         aggregator = Aggregator(configuration: settings.hub)
         recorder = HistoryRecorder(path: settings.databasePath,
                                    retention: RetentionPolicy(rawSamples: .seconds(Int64(settings.retentionDays) * 86_400)))
-        if let path = settings.databasePath, case let .memoryOnly(e?) = recorder.mode {
+        if settings.databasePath != nil, case let .memoryOnly(e?) = recorder.mode {
             // Running on "in memory only" would look like success and lose the history: stop.
             throw HubStartFailure(status: ExitStatus.ioError,
-                                  description: "cannot open the history database \(path): \(e) (fix the path or its permissions, or give --db off to keep history in memory only)")
+                                  description: "\(e) (--db off keeps history in memory only, on purpose)")
         }
         if let host = settings.httpHost { try Self.checkHTTPPort(host: host, port: settings.httpPort, loop: loop) }
         wallOffset = WallClock.secondsSinceEpoch() - loop.now.seconds

@@ -23,7 +23,7 @@ struct HubCommand: ParsableCommand {
         Exit status: 0 done, 1 failed while running, 64 bad option, 69 interface or HTTP port
         unavailable, 74 history database unusable, 77 key file refused, 78 bad config file.
         """,
-        version: PiconetVersion.number)
+        version: PiconetVersion.line("piconet-hub"))
 
     @Option(help: "JSON config file (e.g. /etc/piconet/hub.json).")
     var config: String?

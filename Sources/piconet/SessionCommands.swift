@@ -673,6 +673,7 @@ struct SendCommand: ParsableCommand {
         }
         browser?.stop()
         peerBrowser?.stop()
+        session.onEvent = { _ in }   // what closing reports (an invitation cut short) was said above
         host.close()
         if result != 0 { throw ExitCode(result) }
     }

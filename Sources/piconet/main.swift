@@ -12,7 +12,7 @@ struct PiconetCommand: ParsableCommand {
             Exit status: 0 done, 1 failed, 64 bad option, 69 interface unavailable,
             75 timed out (send), 77 key file refused, 130 interrupted (send reports what it sent first).
             """,
-        version: PiconetVersion.number,
+        version: PiconetVersion.line("piconet"),
         subcommands: PiconetCommand.all
     )
 
