@@ -144,6 +144,14 @@ final class HubApp {
         if !settings.quiet && !settings.json { Console.out(line) }
     }
 
+    /// Why a node may have said no, for the line that reports it: the usual cause is a node on
+    /// `--accept tofu` that already trusts another key under this hub's name.
+    static func declineHint(_ outcome: InvitationOutcome, hubName: String) -> String {
+        guard case .declined = outcome else { return "" }
+        return " (its --accept policy refused this hub; with tofu it trusts another key under the name '\(hubName)'"
+            + " in its trust.json: remove that entry on the node, or run this hub with its old --identity)"
+    }
+
     /// Binds the HTTP address once before the server starts, so a taken port stops the hub
     /// with one line naming it, before anything claims the page is up. (Hummingbird binds
     /// later on its own threads; a failure there stops the loop too, see `run`.)
@@ -344,7 +352,7 @@ final class HubApp {
             invitations[peer] = nil
             if case .accepted = outcome { return }
             targets[peer] = nil
-            if !inPlace { say("piconet-hub: invitation to \(names[peer] ?? peer.description) \(outcome)\n") }
+            if !inPlace { say("piconet-hub: invitation to \(names[peer] ?? peer.description) \(outcome)\(Self.declineHint(outcome, hubName: settings.name))\n") }
             retryAt[peer] = loop.now + Self.inviteRetry
             loop.schedule(after: Self.inviteRetry) { [weak self] in self?.inviteIfNeeded(peer) }
         case let .peerStateChanged(peer, state):
