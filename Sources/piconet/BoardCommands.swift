@@ -108,9 +108,13 @@ struct LEDCommand: ParsableCommand {
             abstract: "Bench self-test: every pattern once on the status LED, then a flash on the others; all off at the end.")
         @OptionGroup var dir: BoardsDirectoryOption
         @Option(help: "Board id (see `piconet boards`).") var board: String
-        @Option(help: "How long each pattern is shown, in milliseconds.") var stepMs: Int = 2000
+        @Option(parsing: .unconditional, help: "How long each pattern is shown, in milliseconds (100-60000).") var stepMs: Int = 2000
 
         func run() throws {
+            guard (100...60_000).contains(stepMs) else {
+                printError("piconet led test: error: '\(stepMs)' is not valid for '--step-ms': expected a whole number in 100...60000")
+                throw ExitCode(ExitStatus.usage)
+            }
             let profile = try dir.profile(board, in: try dir.catalog())
             let loop: EpollLoop
             do throws(IOError) { loop = try EpollLoop() } catch { printError("piconet: \(error)"); throw ExitCode(1) }

@@ -38,7 +38,7 @@ private func interfaceFailure(_ command: String, _ error: DiscoveryRuntimeError)
 private func parseNumber<T: FixedWidthInteger>(_ text: String?, _ what: String, command: String, range: ClosedRange<T>) throws -> T? {
     guard let text else { return nil }
     guard let v = T(text), range.contains(v) else {
-        throw usageFailure(command, "\(what) must be a whole number in \(range.lowerBound)...\(range.upperBound), got \"\(text)\"")
+        throw usageFailure(command, "'\(text)' is not valid for '\(what)': expected a whole number in \(range.lowerBound)...\(range.upperBound)")
     }
     return v
 }
@@ -89,13 +89,13 @@ struct AdvertiseCommand: ParsableCommand {
     var name: String?
     @Option(help: "Discovery info KEY=VALUE (or KEY for a boolean); repeatable.")
     var info: [String] = []
-    @Option(help: "Port in the SRV record.")
+    @Option(parsing: .unconditional, help: "Port in the SRV record.")
     var port: String?
     @Option(help: "Interface to use (repeatable); default: every up, multicast, non-loopback interface.")
     var interface: [String] = []
     @Option(help: "Host label for <host>.local. (default: this machine's name).")
     var host: String?
-    @Option(help: "TTL in seconds of SRV/A records: how long a browser keeps us after a crash (default 120).")
+    @Option(parsing: .unconditional, help: "TTL in seconds of SRV/A records: how long a browser keeps us after a crash (default 120).")
     var ttl: String?
     @Option(help: "Bluetooth: the L2CAP PSM to advertise: LE 128-255 (default 129), or BR/EDR odd >= 4097.")
     var psm: String?
@@ -199,13 +199,13 @@ struct BrowseCommand: ParsableCommand {
 
     @Option(help: "Service type to browse for, e.g. hr-sensor.")
     var service: String?
-    @Option(help: "Stop after this many seconds (default: until Ctrl-C).")
+    @Option(parsing: .unconditional, help: "Stop after this many seconds (default: until Ctrl-C).")
     var timeout: String?
     @Flag(help: "One JSON object per line.")
     var json = false
     @Option(help: "Interface to use (repeatable); default: every up, multicast, non-loopback interface.")
     var interface: [String] = []
-    @Option(help: "Bluetooth: seconds without an advertisement before a peer is lost (default 12).")
+    @Option(parsing: .unconditional, help: "Bluetooth: seconds without an advertisement before a peer is lost (default 12).")
     var lostAfter: String?
     @OptionGroup var radio: TransportOptions
 
