@@ -287,7 +287,7 @@ struct ListenCommand: ParsableCommand {
                 if json {
                     emitLine("{\"event\":\"question\",\"peer\":\"\(r.peer)\",\"name\":\(jsonString(r.displayName)),\"code\":\"\(r.verificationCode)\",\"context\":\(jsonString(context))}")
                 } else {
-                    emitLine("? invitation from \(r.displayName) (\(r.peer)), code \(r.verificationCode), context \"\(context)\": accept? [y/n]")
+                    emitLine("? invitation from \(HumanWords.escaped(r.displayName)) (\(r.peer)), code \(r.verificationCode), context \"\(HumanWords.escaped(context))\": accept? [y/n]")
                 }
             case let .invitationFinished(id, outcome):
                 saveTrust()
