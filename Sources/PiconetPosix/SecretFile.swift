@@ -35,6 +35,8 @@ public enum SecretFile {
         defer { try? Sys.close(fd) }
         do {
             let st = try Sys.fileStatus(fd)
+            // A directory opens read-only fine; name it as what it is (not "chmod 600 /tmp").
+            if st.mode & S_IFMT == S_IFDIR { throw Failure.io(path: path, IOError(errno: EISDIR, syscall: "open")) }
             if requirePrivate && st.mode & 0o077 != 0 { throw Failure.tooOpen(path: path, mode: UInt32(st.mode)) }
             if st.size > limit { throw Failure.tooLarge(path: path, size: st.size, limit: limit) }
             var out = [UInt8](repeating: 0, count: st.size)

@@ -123,7 +123,8 @@ public final class BoardLights {
             return (try BoardLights(profile: profile, loop: loop, log: log), nil)
         } catch {
             log("LEDs of board '\(profile.id)' unavailable, continuing without them: \(error)")
-            return (BoardLights(simulating: profile, loop: loop, log: log), error)
+            // Said once: the simulated LED's every change (about once a second) is not logged.
+            return (BoardLights(simulating: profile, loop: loop, log: { _ in }), error)
         }
     }
 

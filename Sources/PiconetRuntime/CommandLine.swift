@@ -7,7 +7,7 @@
 /// The interactive `piconet` CLI and the hub keep ArgumentParser.
 ///
 /// Accepted forms: `--name value`, `--name=value`, flags `--quiet`, repeatable
-/// options (`--interface lo --interface eth0`), `-h`/`--help`. Anything else —
+/// options (`--interface lo --interface eth0`), `-h`/`--help`, `--version`. Anything else —
 /// an unknown option, a missing value, a flag given a value, a stray positional
 /// argument — is a `CommandLineError` naming the offending word. Values are
 /// converted by the caller through `ParsedCommandLine`'s typed accessors, which
@@ -34,18 +34,28 @@ public struct CommandLineSpec: Sendable {
     public var abstract: String
     public var discussion: String
     public var options: [Option]
+    /// Old option names still accepted, old → current (`--key` → `--identity`). Not shown in help.
+    public var aliases: [String: String]
 
-    public init(command: String, abstract: String, discussion: String = "", options: [Option]) {
+    public init(command: String, abstract: String, discussion: String = "", options: [Option], aliases: [String: String] = [:]) {
         self.command = command
         self.abstract = abstract
         self.discussion = discussion
         self.options = options
+        self.aliases = aliases
     }
 
     /// What the command line asked for.
     public enum Request: Sendable {
         case run(ParsedCommandLine)
         case help
+        case version
+    }
+
+    /// The one line a refused command line prints on stderr: `NAME: error: WHAT (FIX)`,
+    /// followed by exit status `ExitStatus.usage` (64).
+    public func errorLine(_ error: CommandLineError) -> String {
+        usageErrorLine(command, error.description, fix: error.fix ?? "see '\(command) --help'")
     }
 
     /// Parses the arguments after the program name.
@@ -55,6 +65,7 @@ public struct CommandLineSpec: Sendable {
         var words = arguments.makeIterator()
         while let word = words.next() {
             if word == "-h" || word == "--help" { return .help }
+            if word == "--version" { return .version }
             guard word.hasPrefix("--"), word.count > 2 else { throw .unexpectedArgument(word) }
             var name = String(word.dropFirst(2))
             var inline: String?
@@ -62,6 +73,7 @@ public struct CommandLineSpec: Sendable {
                 inline = String(name[name.index(after: eq)...])
                 name = String(name[..<eq])
             }
+            if let current = aliases[name] { name = current }
             guard let option = options.first(where: { $0.name == name }) else {
                 throw .unknownOption("--" + name, suggestion: suggestion(for: name).map { "--" + $0 })
             }
@@ -96,6 +108,7 @@ public struct CommandLineSpec: Sendable {
                 out += "  " + label + "\n" + String(repeating: " ", count: column) + help + "\n"
             }
         }
+        out += "  --version" + String(repeating: " ", count: max(1, column - 11)) + "Print the version and exit.\n"
         out += "  -h, --help" + String(repeating: " ", count: max(1, column - 12)) + "Show this help.\n"
         return out
     }
@@ -180,14 +193,131 @@ public enum CommandLineError: Error, Equatable, Sendable, CustomStringConvertibl
     case unexpectedArgument(String)
     case invalidValue(String, String, expected: String)
 
+    /// What was wrong (the WHAT of `NAME: error: WHAT (FIX)`).
     public var description: String {
         switch self {
-        case .unknownOption(let o, let s): "unknown option '\(o)'" + (s.map { "; did you mean '\($0)'?" } ?? "")
+        case .unknownOption(let o, _): "unknown option '\(o)'"
         case .missingValue(let o): "missing value for '\(o)'"
         case .flagWithValue(let o): "'\(o)' is a flag and takes no value"
         case .repeated(let o): "'\(o)' given more than once"
-        case .unexpectedArgument(let w): "unexpected argument '\(w)' (options start with --)"
+        case .unexpectedArgument(let w): "unexpected argument '\(w)'"
         case .invalidValue(let o, let v, let e): "'\(v)' is not valid for '\(o)': expected \(e)"
         }
+    }
+
+    /// What to do about it, when something better than "see --help" can be said.
+    public var fix: String? {
+        switch self {
+        case .unknownOption(_, let s?): "did you mean '\(s)'?"
+        case .unexpectedArgument: "options start with --"
+        case .repeated: "give it once"
+        default: nil
+        }
+    }
+}
+
+/// The exit statuses of `piconet`, `piconet-node` and `piconet-hub`: BSD `sysexits.h`, so a
+/// script (or systemd's `RestartPreventExitStatus=`) can tell a mistake from a transient fault.
+public enum ExitStatus {
+    /// Something failed while running (a peer, a socket), not covered by a code below.
+    public static let failure: Int32 = 1
+    /// EX_USAGE: a flag, its value or a combination of flags is wrong. Fix the command line.
+    public static let usage: Int32 = 64
+    /// EX_DATAERR: input data (a file's content) is wrong.
+    public static let dataError: Int32 = 65
+    /// EX_NOINPUT: a named input file does not exist or cannot be read.
+    public static let noInput: Int32 = 66
+    /// EX_UNAVAILABLE: a resource the command needs is missing (an interface, an adapter, a port in use).
+    public static let unavailable: Int32 = 69
+    /// EX_IOERR: reading or writing a file (a database) failed.
+    public static let ioError: Int32 = 74
+    /// EX_TEMPFAIL: try again later (a timeout waiting for a peer).
+    public static let tryAgain: Int32 = 75
+    /// EX_NOPERM: not allowed (privileges, a file mode).
+    public static let permission: Int32 = 77
+    /// EX_CONFIG: the configuration file is wrong.
+    public static let configuration: Int32 = 78
+    /// Interrupted by SIGINT (128 + 2), after reporting what was done.
+    public static let interrupted: Int32 = 130
+}
+
+/// `NAME: error: WHAT (FIX)` — the one line every usage or configuration error prints.
+public func usageErrorLine(_ command: String, _ what: String, fix: String? = nil) -> String {
+    "\(command): error: \(what)" + (fix.map { " (\($0))" } ?? "")
+}
+
+/// The version the three binaries print for `--version`.
+public enum PiconetVersion {
+    public static let number = "0.9.0"
+    /// `NAME 0.9.0`
+    public static func line(_ command: String) -> String { "\(command) \(number)" }
+}
+
+/// Range checks for values an argument parser already converted (the hub's and the CLI's
+/// ArgumentParser options): NaN, infinities and out-of-range numbers are refused with the same
+/// `CommandLineError.invalidValue` the node's parser gives, instead of trapping later
+/// (`Int64(1e19)`) or meaning something odd (`--duration nan`).
+public enum OptionRange {
+    /// `value` when finite and inside `range`.
+    public static func number(_ value: Double, option: String, in range: ClosedRange<Double>) throws(CommandLineError) -> Double {
+        guard value.isFinite, range.contains(value) else {
+            throw .invalidValue(option, "\(value)", expected: "a number in \(range.lowerBound)...\(range.upperBound)")
+        }
+        return value
+    }
+
+    /// `value` when inside `range`.
+    public static func integer<T: FixedWidthInteger>(_ value: T, option: String, in range: ClosedRange<T>) throws(CommandLineError) -> T {
+        guard range.contains(value) else {
+            throw .invalidValue(option, "\(value)", expected: "a whole number in \(range.lowerBound)...\(range.upperBound)")
+        }
+        return value
+    }
+
+    /// The longest `--duration` / `--timeout` any binary takes: 10 years in seconds. Longer waits
+    /// are "forever" (0 where a command offers it); the limit keeps `seconds * 1000` inside Int64.
+    public static let longestSeconds: Double = 315_360_000
+}
+
+/// The edit distance between two names, for "did you mean" (flags, config keys).
+public func nameDistance(_ a: String, _ b: String) -> Int { editDistance(Array(a.utf8), Array(b.utf8)) }
+
+/// The candidate closest to `name` (edit distance ≤ 2, or one contains the other), if any.
+public func closestName(to name: String, among candidates: some Sequence<String>) -> String? {
+    var best: (String, Int)?
+    let lower = name.lowercased()
+    for c in candidates {
+        var d = nameDistance(lower, c.lowercased())
+        if d > 2, lower.count >= 4, c.lowercased().contains(lower) || lower.contains(c.lowercased()) { d = 2 }
+        if d <= 2, d < (best?.1 ?? Int.max) { best = (c, d) }
+    }
+    return best?.0
+}
+
+/// The one-line form of swift-argument-parser's error text, for the binaries that keep
+/// ArgumentParser (`piconet`, `piconet-hub`): its message is several lines (`Error: …`,
+/// `Usage: …`, `See 'piconet send --help' …`) and reads differently from the node's.
+/// This keeps the first line as WHAT, its "Did you mean" as FIX, and names the (sub)command
+/// the `See '…'` line names, so all three binaries print `NAME: error: WHAT (FIX)`.
+public enum ParserMessage {
+    public static func oneLine(_ message: String, command: String) -> String {
+        let lines = message.split(separator: "\n", omittingEmptySubsequences: true).map { String($0) }
+        var name = command
+        if let see = lines.first(where: { $0.contains("See '") }),
+           let open = see.firstRange(of: "See '"), let close = see[open.upperBound...].firstRange(of: " --help'") {
+            name = String(see[open.upperBound..<close.lowerBound])
+        }
+        var what = lines.first ?? "invalid command line"
+        if what.hasPrefix("Error: ") { what.removeFirst(7) }
+        var fix = "see '\(name) --help'"
+        if let r = what.firstRange(of: ". Did you mean ") {
+            fix = "did you mean " + what[r.upperBound...]
+            what = String(what[..<r.lowerBound])
+        }
+        while what.hasSuffix(".") { what.removeLast() }
+        if let first = what.first, first.isUppercase, !what.dropFirst().prefix(1).contains(where: \.isUppercase) {
+            what = first.lowercased() + what.dropFirst()
+        }
+        return usageErrorLine(name, what, fix: fix)
     }
 }

@@ -20,6 +20,8 @@ public enum SessionRuntimeError: Error, Equatable, CustomStringConvertible {
 
     public var description: String {
         switch self {
+        case let .keyFile(.io(p, e)) where e.errno == EISDIR:
+            return "identity key: \(p) is a directory (give a file path, e.g. \(p.hasSuffix("/") ? p : p + "/")identity.key)"
         case let .keyFile(f): return "identity key: \(f)"
         case let .malformedKey(path, n):
             return "\(path) holds \(n) bytes, not a 32-byte identity key; move it away to create a new identity"
@@ -34,10 +36,31 @@ public enum SessionRuntimeError: Error, Equatable, CustomStringConvertible {
 public enum SessionIdentityFile {
     /// Where the key lives unless told otherwise: `$PICONET_HOME/identity.key`,
     /// else `$HOME/.config/piconet/identity.key`.
-    public static var defaultPath: String {
-        if let home = getenv("PICONET_HOME").map({ String(cString: $0) }), !home.isEmpty { return home + "/identity.key" }
+    public static var defaultPath: String { directory + "/identity.key" }
+
+    /// `$PICONET_HOME`, else `$HOME/.config/piconet`: where the CLI keeps keys and trust.json.
+    public static var directory: String {
+        if let home = getenv("PICONET_HOME").map({ String(cString: $0) }), !home.isEmpty { return home }
         let home = getenv("HOME").map { String(cString: $0) } ?? "/root"
-        return home + "/.config/piconet/identity.key"
+        return home + "/.config/piconet"
+    }
+
+    /// The `piconet` CLI's key when no `--identity` is given: one per `--name`
+    /// (`identity-NAME.key` in `directory`), else `identity.key`.
+    ///
+    /// Why per name: two processes of one user on one machine (`listen --name B` and `send`)
+    /// must be two peers, or the handshake ends in "invited ourselves"; and a name that keeps
+    /// its key across restarts is what trust on first use remembers. Characters outside
+    /// `A-Z a-z 0-9 . _ -` become `_` (a name is free text; a file name is not).
+    public static func defaultPath(name: String?) -> String {
+        guard let name, !name.isEmpty else { return defaultPath }
+        var safe = ""
+        for u in name.unicodeScalars {
+            let ok = (u >= "a" && u <= "z") || (u >= "A" && u <= "Z") || (u >= "0" && u <= "9") || u == "." || u == "_" || u == "-"
+            safe.unicodeScalars.append(ok ? u : "_")
+        }
+        if safe.hasPrefix(".") { safe = "_" + safe.dropFirst() }
+        return directory + "/identity-" + safe + ".key"
     }
 
     /// Loads the key at `path`, creating a fresh one (mode 0600) on first run.

@@ -1,3 +1,4 @@
+import Glibc
 import PiconetDiscovery
 import PiconetHub
 import PiconetHubServer
@@ -8,6 +9,19 @@ import PiconetSensors
 import PiconetSession
 import PiconetStore
 import PiconetWire
+import Synchronization
+
+/// Why the hub could not start or keep serving, with its exit status (`ExitStatus`): the
+/// failures that must stop it rather than leave it running as if all were well.
+struct HubStartFailure: Error, CustomStringConvertible {
+    var status: Int32
+    var description: String
+}
+
+/// The HTTP server's failure, handed from its threads to the loop's (then the loop stops).
+final class HTTPServerFailure: Sendable {
+    let text = Mutex<String?>(nil)
+}
 
 /// The hub's wiring on one epoll loop: session socket, mDNS browser →
 /// invitations, session messages → aggregator → history store, and once a
@@ -36,6 +50,7 @@ final class HubApp {
     var aggregator: Aggregator
     let recorder: HistoryRecorder
     let feed = HubFeed()
+    let httpFailure = HTTPServerFailure()
     var refreshTimer: RepeatingTimer?
     /// Services found over Wi-Fi, by instance name. Their `id` is a claim, not a proof: anyone
     /// can advertise any ID (see HubDiscovery.swift). Bounded by `tableLimit`.
@@ -119,8 +134,14 @@ final class HubApp {
         aggregator = Aggregator(configuration: settings.hub)
         recorder = HistoryRecorder(path: settings.databasePath,
                                    retention: RetentionPolicy(rawSamples: .seconds(Int64(settings.retentionDays) * 86_400)))
+        if settings.databasePath != nil, case let .memoryOnly(e?) = recorder.mode {
+            // Running on "in memory only" would look like success and lose the history: stop.
+            throw HubStartFailure(status: ExitStatus.ioError,
+                                  description: "\(e) (--db off keeps history in memory only, on purpose)")
+        }
+        if let host = settings.httpHost { try Self.checkHTTPPort(host: host, port: settings.httpPort, loop: loop) }
         wallOffset = WallClock.secondsSinceEpoch() - loop.now.seconds
-        inPlace = Console.stdoutIsTerminal && !settings.plain && !settings.askBeforeInviting
+        inPlace = Console.stdoutIsTerminal && !settings.plain && !settings.askBeforeInviting && !settings.json && !settings.quiet
         if let profile {
             // A hub whose LEDs fail keeps aggregating; the fault is reported once.
             lights = BoardLights.openOrSimulate(profile: profile, loop: loop, log: { Console.err("piconet-hub: \($0)\n") }).lights
@@ -131,17 +152,54 @@ final class HubApp {
 
     func wall(_ t: Instant) -> Double { t.seconds + wallOffset }
 
+    /// Status lines (not the table, not `--invite ask` questions): none with `--quiet` or `--json`.
+    func say(_ line: String) {
+        if !settings.quiet && !settings.json { Console.out(line) }
+    }
+
+    /// Why a node may have said no, for the line that reports it: the usual cause is a node on
+    /// `--accept tofu` that already trusts another key under this hub's name.
+    static func declineHint(_ outcome: InvitationOutcome) -> String {
+        guard case .declined = outcome else { return "" }
+        return " (its --accept policy refused this hub's key: a node on ask or tofu admits only the keys in its"
+            + " trust.json; press its button, or give it --accept with this hub's peer ID)"
+    }
+
+    /// Binds the HTTP address once before the server starts, so a taken port stops the hub
+    /// with one line naming it, before anything claims the page is up. (Hummingbird binds
+    /// later on its own threads; a failure there stops the loop too, see `run`.)
+    static func checkHTTPPort(host: String, port: Int, loop: EpollLoop) throws {
+        guard let ip = IPv4Address(host) else { return }   // a host name: left to the server
+        do {
+            let probe = try TCPListener(loop: loop, bindTo: .ipv4(host: ip.value, port: UInt16(port)))
+            probe.close()
+        } catch {
+            if error.errno == EADDRINUSE {
+                throw HubStartFailure(status: ExitStatus.unavailable,
+                                      description: "HTTP port \(port) on \(host) is in use (stop what holds it, or give --http \(host):PORT with a free port, or --http off)")
+            }
+            throw HubStartFailure(status: ExitStatus.unavailable, description: "cannot serve HTTP on \(host):\(port): \(error) (give another --http ADDRESS:PORT, or --http off)")
+        }
+    }
+
+    /// "history: PATH (N rows)" — how much the file already holds, not how much this run wrote.
+    var historyLine: String {
+        guard case .persisting = recorder.mode, let store = recorder.store else { return recorder.statusLine }
+        guard let counts = try? store.counts() else { return recorder.statusLine }
+        return "history: \(store.path) (holds \(counts.batches) sample batches and \(counts.aggregates) aggregates)"
+    }
+
     func run() throws {
         let sessionText = (udp.map { "session port \($0.localAddress.port)" } ?? "")
             + (bluetooth.map { "\(udp == nil ? "" : " and ")Bluetooth \($0.bluetooth.adapter.name) (\($0.bluetooth.adapter.address))" } ?? "")
-        Console.out("piconet-hub: identity \(identity.peerID), \(sessionText), \(recorder.statusLine)\n")
+        say("piconet-hub: identity \(identity.peerID), \(sessionText), \(historyLine)\n")
         session.onEvent = { [unowned self] in self.handle($0) }
         if let bluetooth {
             pairingAgent?.onEvent = { [unowned self] e in
-                if !self.inPlace { Console.out("piconet-hub: \(TerminalText.escaped("\(e)"))\n") }
+                if !self.inPlace { say("piconet-hub: \(TerminalText.escaped("\(e)"))\n") }
             }
             bluetooth.bluetooth.onChannelEvent = { [unowned self] e in
-                if !self.inPlace { Console.out("piconet-hub: bluetooth: \(TerminalText.escaped("\(e)"))\n") }
+                if !self.inPlace { say("piconet-hub: bluetooth: \(TerminalText.escaped("\(e)"))\n") }
                 if case let .opened(address, false, _, _, _) = e { self.bluetoothChannelOpened(address) }
             }
             try startPeerBrowser(adapter: bluetooth.bluetooth.adapter)
@@ -157,13 +215,16 @@ final class HubApp {
             httpAccess = access
             let server = HubHTTPServer(feed: feed, access: access)
             let port = settings.httpPort
+            let failure = httpFailure, remote = loop.remote
             self.server = Task.detached {
                 do { try await server.run(host: host, port: port) } catch is CancellationError {} catch {
-                    Console.err("piconet-hub: HTTP server on \(host):\(port) stopped: \(error)\n")
+                    // The page is the hub's output: without it the hub stops instead of running blind.
+                    failure.text.withLock { $0 = "HTTP server on \(host):\(port) stopped: \(error) (is port \(port) in use? give --http ADDRESS:PORT or --http off)" }
+                    remote.stop()
                 }
             }
-            Console.out("piconet-hub: live page http://\(host):\(port)/  API /api/nodes  metrics /metrics\n")
-            Console.out("piconet-hub: HTTP token in \(tokenPath) (mode 0600), needed for \(access.tokenForReads ? "every request (not a loopback address)" : "writes")"
+            say("piconet-hub: live page http://\(host):\(port)/  API /api/nodes  metrics /metrics\n")
+            say("piconet-hub: HTTP token in \(tokenPath) (mode 0600), needed for \(access.tokenForReads ? "every request (not a loopback address)" : "writes")"
                         + ": send 'Authorization: Bearer TOKEN' or open /?token=TOKEN once\n")
         }
         if settings.askBeforeInviting {
@@ -184,6 +245,10 @@ final class HubApp {
             loop.schedule(after: .milliseconds(Int64(settings.duration * 1000))) { [unowned self] in self.shutdown() }
         }
         try loop.run()
+        if let text = httpFailure.text.withLock({ $0 }) {
+            shutdown()
+            throw HubStartFailure(status: ExitStatus.unavailable, description: text)
+        }
         server?.cancel()
         feed.finishAll()
         if let e = recorder.flush() { Console.err("piconet-hub: history not saved on exit: \(e)\n") }
@@ -213,7 +278,7 @@ final class HubApp {
             if bluetoothInvitationFinished(id, outcome) { return }
             wifiInvitationFinished(id, outcome)
         case let .peerStateChanged(peer, state):
-            if !inPlace { Console.out("piconet-hub: \(displayName(peer)) \(state)\n") }
+            if !inPlace { say("piconet-hub: \(displayName(peer)) \(HumanWords.state(state))\n") }
             if state == .notConnected {
                 targets[peer] = nil
                 bluetoothPeerLeft(peer)
@@ -311,7 +376,9 @@ final class HubApp {
         }
         let snapshot = HubSnapshot(generatedAt: WallClock.secondsSinceEpoch(), hub: info, nodes: nodes)
         feed.publish(snapshot)
-        if inPlace || ticks % 5 == 0 {
+        if settings.json {
+            Console.out(Self.jsonLine(snapshot))
+        } else if !settings.quiet, inPlace || ticks % 5 == 0 {
             Console.out(TerminalTable.render(snapshot, inPlace: inPlace))
         }
     }

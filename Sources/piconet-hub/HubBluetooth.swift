@@ -55,7 +55,7 @@ extension HubApp {
         pb.onEvent = { [unowned self] a in self.peerDiscovery(a) }
         pb.start()
         peerBrowser = pb
-        Console.out("piconet-hub: scanning Bluetooth LE on \(adapter.name) (\(adapter.address)) for \(settings.service)\n")
+        say("piconet-hub: scanning Bluetooth LE on \(adapter.name) (\(adapter.address)) for \(settings.service)\n")
     }
 
     func peerDiscovery(_ action: PeerDirectory.Action) {
@@ -66,7 +66,7 @@ extension HubApp {
                     bluetoothNodes.seen[b.endpoint] = nil
                     if let idText = s.info.string("id"), let peer = PeerID(hex: idText), !inPlace,
                        bluetoothNodes.heardOnBoth.count < HubBluetoothNodes.limit, bluetoothNodes.heardOnBoth.insert(peer).inserted {
-                        Console.out("piconet-hub: '\(TerminalText.escaped(s.name))' heard over Wi-Fi and Bluetooth (\(b.endpoint)): one node, invited over Wi-Fi\n")
+                        say("piconet-hub: '\(TerminalText.escaped(s.name))' heard over Wi-Fi and Bluetooth (\(b.endpoint)): one node, invited over Wi-Fi\n")
                     }
                 }
                 // Prefer Wi-Fi: a node whose session runs over Bluetooth is moved once Wi-Fi finds it.
@@ -74,7 +74,7 @@ extension HubApp {
                 // the Wi-Fi address expecting this peer, and the session moves when its key answers.
                 if let idText = s.info.string("id"), let peer = PeerID(hex: idText), bluetoothNodes.connected.contains(peer) {
                     bluetoothNodes.connected.remove(peer)
-                    if !inPlace { Console.out("piconet-hub: \(TerminalText.escaped(s.name)) found over Wi-Fi: moving its session off Bluetooth\n") }
+                    if !inPlace { say("piconet-hub: \(TerminalText.escaped(s.name)) found over Wi-Fi: moving its session off Bluetooth\n") }
                 }
                 discovery(.found(s))
             } else if let b = p.bluetooth {
@@ -117,7 +117,7 @@ extension HubApp {
         do {
             let id = try session.invite(address, context: Array(settings.name.utf8))
             bluetoothNodes.invitations[id] = address
-            if !inPlace { Console.out("piconet-hub: inviting '\(TerminalText.escaped(p.name))' over Bluetooth at \(address)\(b.rssi.map { ", \($0) dBm" } ?? "")\n") }
+            if !inPlace { say("piconet-hub: inviting '\(TerminalText.escaped(p.name))' over Bluetooth at \(address)\(b.rssi.map { ", \($0) dBm" } ?? "")\n") }
         } catch {
             Console.err("piconet-hub: cannot invite \(TerminalText.escaped(p.name)) over Bluetooth: \(error)\n")
         }
@@ -131,7 +131,7 @@ extension HubApp {
         if case let .accepted(peer) = outcome {
             bluetoothNodes.learn(address, is: peer)
             if let allow = settings.allowList, !allow.contains(peer) {
-                Console.out("piconet-hub: \(name) is \(peer), not on the --invite list: closing\n")
+                say("piconet-hub: \(name) is \(peer), not on the --invite list: closing\n")
                 session.disconnect(peer)
                 bluetoothNodes.retryAt[address] = loop.now + .seconds(3600)
                 return true
@@ -145,7 +145,7 @@ extension HubApp {
             }
             return true
         }
-        if !inPlace { Console.out("piconet-hub: invitation to \(name) over Bluetooth \(outcome)\n") }
+        if !inPlace { say("piconet-hub: invitation to \(name) over Bluetooth \(outcome)\n") }
         bluetoothNodes.retryAt[address] = loop.now + Self.inviteRetry
         loop.schedule(after: Self.inviteRetry) { [weak self] in self?.inviteOverBluetooth(address) }
         return true
@@ -189,7 +189,7 @@ extension HubApp {
         loop.schedule(after: Self.resumeGrace) { [weak self] in
             guard let self, self.session.state(of: peer) == .connecting, self.bluetoothNodes.peers[address] == peer else { return }
             if !self.inPlace {
-                Console.out("piconet-hub: \(self.displayName(peer)) is back at \(address) but not in its session: restarted; inviting it again\n")
+                self.say("piconet-hub: \(self.displayName(peer)) is back at \(address) but not in its session: restarted; inviting it again\n")
             }
             self.session.disconnect(peer)
         }

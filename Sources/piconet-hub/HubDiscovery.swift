@@ -134,10 +134,10 @@ extension HubApp {
             }
             if inv.probe, !inPlace {
                 if let previous, previous != inv.target {
-                    Console.out("piconet-hub: \(name) moved to port \(Self.port(of: inv.target)) (its key answered there): session moved\n")
+                    say("piconet-hub: \(name) moved to port \(Self.port(of: inv.target)) (its key answered there): session moved\n")
                 }
                 // The session never left `connected`, so no state event says it: say it here.
-                Console.out("piconet-hub: \(name) connected\n")
+                say("piconet-hub: \(name) connected\n")
             }
         case let .unexpectedPeer(actual):
             impostorAnswers += 1
@@ -151,9 +151,9 @@ extension HubApp {
         case .declined, .timedOut, .failed:
             if inv.probe || session.state(of: peer) != .notConnected {
                 setCooldown(Claim(peer: peer, target: inv.target), Self.probeCooldown)
-                if !inPlace { Console.out("piconet-hub: probe of \(name) at \(inv.target) \(outcome); its session stays where it is\n") }
+                if !inPlace { say("piconet-hub: probe of \(name) at \(inv.target) \(outcome); its session stays where it is\n") }
             } else {
-                if !inPlace { Console.out("piconet-hub: invitation to \(name) \(outcome)\n") }
+                if !inPlace { say("piconet-hub: invitation to \(name) \(outcome)\(Self.declineHint(outcome))\n") }
                 scheduleRetry(peer)
             }
         }
@@ -181,7 +181,7 @@ extension HubApp {
             guard let p = PeerID(hex: node.rawValue) else { return false }
             return session.state(of: p) != .notConnected
         }
-        if !gone.isEmpty, !inPlace { Console.out("piconet-hub: forgot \(gone.count) node(s) gone for more than \(Self.forgetAfter)\n") }
+        if !gone.isEmpty, !inPlace { say("piconet-hub: forgot \(gone.count) node(s) gone for more than \(Self.forgetAfter)\n") }
         var live = Set(services.values.compactMap(Self.claimedPeer))
         live.formUnion(invitations.values.map(\.peer))
         for n in aggregator.nodeIDs { if let p = PeerID(hex: n.rawValue) { live.insert(p) } }

@@ -21,6 +21,10 @@ struct HubSettings {
     var retentionDays = 7
     var duration: Double = 0
     var plain = false
+    /// `--json`: one JSON object per line (a snapshot a second) instead of the table.
+    var json = false
+    /// `--quiet`: only errors (and `--invite ask` questions).
+    var quiet = false
     var board = "none"
     var boardsDirectory: String?
     /// Where to write end-to-end latency percentiles on exit (benchmarks), or nil.
@@ -32,22 +36,32 @@ struct HubSettings {
     /// BT_SECURITY of the channels the hub dials and who answers pairing (`--security`, `--pairing`).
     var linkSecurity = LinkSecurity()
 
-    static let knownKeys: Set<String> = ["name", "role", "service", "interfaces", "stateDirectory", "identity", "invite",
-                                         "allowList", "http", "db", "maxHeartRate", "retentionDays", "encryption",
-                                         "board", "gpioChip", "boardsDirectory", "transport", "adapter",
-                                         "security", "pairing"]
+    /// Config file keys: the long flag names, plus `role`, `state-dir`, `gpio-chip`, `allow-list`.
+    /// The camelCase spellings of earlier configs stay accepted.
+    static let configKeys = ConfigKeys(
+        binary: "piconet-hub",
+        keys: ["name", "role", "service", "interface", "state-dir", "identity", "invite", "allow-list", "http", "db",
+               "max-heart-rate", "retention-days", "encryption", "board", "gpio-chip", "boards-dir", "transport", "adapter",
+               "security", "pairing"],
+        aliases: ["interfaces": "interface", "stateDirectory": "state-dir", "allowList": "allow-list", "maxHeartRate": "max-heart-rate",
+                  "retentionDays": "retention-days", "boardsDirectory": "boards-dir", "gpioChip": "gpio-chip"],
+        elsewhere: ["accept": "piconet-node", "trust-store": "piconet-node", "trustStore": "piconet-node", "profile": "piconet-node",
+                    "seed": "piconet-node", "motion-hz": "piconet-node", "motionHz": "piconet-node", "port": "piconet-node",
+                    "psm": "piconet-node"])
 
     struct Invalid: Error, CustomStringConvertible { var description: String }
 
     static func resolve(_ c: HubCommand) throws -> HubSettings {
-        let file = try c.config.map { path throws(ConfigFile.Failure) in try ConfigFile.load(path, knownKeys: knownKeys) }
-        if let v = try file?.string("role"), v != "hub" { throw Invalid(description: "\(c.config ?? ""): role is '\(v)', this is piconet-hub") }
-        let stateDirectory = try file?.string("stateDirectory") ?? "/var/lib/piconet"
+        let file = try c.config.map { path throws(ConfigFile.Failure) in try ConfigFile.load(path, keys: configKeys) }
+        if let v = try file?.string("role"), v != "hub" {
+            throw ConfigFile.Failure(path: c.config ?? "", key: "role", why: "is '\(v)', and this is piconet-hub", fix: "give this file to piconet-\(v)")
+        }
+        let stateDirectory = try file?.string("state-dir") ?? "/var/lib/piconet"
         var s = HubSettings(identityPath: try c.identity ?? file?.string("identity") ?? stateDirectory + "/hub-identity.key")
         s.name = try c.name ?? file?.string("name") ?? s.name
         s.service = try c.service ?? file?.string("service") ?? s.service
-        s.interfaces = try c.interface.isEmpty ? (file?.strings("interfaces") ?? []) : c.interface
-        let inviteText = try c.invite ?? file?.string("invite") ?? ((try file?.strings("allowList")).map { $0.joined(separator: ",") }) ?? "auto"
+        s.interfaces = try c.interface.isEmpty ? (file?.strings("interface") ?? []) : c.interface
+        let inviteText = try c.invite ?? file?.string("invite") ?? ((try file?.strings("allow-list")).map { $0.joined(separator: ",") }) ?? "auto"
         if inviteText == "ask" {
             s.askBeforeInviting = true
         } else if inviteText != "auto" {
@@ -79,19 +93,22 @@ struct HubSettings {
         }
         let db = try c.db ?? file?.string("db") ?? stateDirectory + "/hub.sqlite"
         s.databasePath = db == "off" ? nil : db
-        if let m = try c.maxHeartRate ?? file?.integer("maxHeartRate", in: 100...240).map(Double.init) {
-            guard (100...240).contains(m) else { throw Invalid(description: "--max-heart-rate must be within 100...240 bpm") }
+        if let m = try c.maxHeartRate.map({ v throws(CommandLineError) in try OptionRange.number(v, option: "--max-heart-rate", in: 100...240) })
+            ?? file?.number("max-heart-rate", in: 100...240) {
             s.hub.maximumHeartRate = m
         }
-        if let d = try c.retentionDays ?? file?.integer("retentionDays", in: 1...3650).map(Int.init) {
-            guard (1...3650).contains(d) else { throw Invalid(description: "--retention-days must be within 1...3650") }
+        if let d = try c.retentionDays.map({ v throws(CommandLineError) in try OptionRange.integer(v, option: "--retention-days", in: 1...3650) })
+            ?? file?.integer("retention-days", in: 1...3650).map(Int.init) {
             s.retentionDays = d
         }
-        s.duration = c.duration
+        s.duration = try OptionRange.number(c.duration, option: "--duration", in: 0...OptionRange.longestSeconds)
         s.plain = c.plain
+        s.json = c.json
+        s.quiet = c.quiet
+        if c.json && c.plain { throw Invalid(description: "give one of --json and --plain") }
         s.latencyReport = c.latencyReport
         s.board = try c.board ?? file?.string("board") ?? "none"
-        s.boardsDirectory = try c.boardsDir ?? file?.string("boardsDirectory")
+        s.boardsDirectory = try c.boardsDir ?? file?.string("boards-dir")
         s.adapter = try c.adapter ?? file?.string("adapter")
         let transportText = try c.transport ?? file?.string("transport") ?? "wifi"
         do throws(RadioTransport.Invalid) {

@@ -1,4 +1,5 @@
 import ArgumentParser
+import Glibc
 import PiconetRuntime
 import PiconetPosix
 
@@ -15,10 +16,14 @@ struct HubCommand: ParsableCommand {
         discussion: """
         Example (one-machine demo): piconet-hub --interface lo --http 127.0.0.1:8080 --db /tmp/hub.sqlite
         HTTP: GET /  (live page)   /api/nodes   /api/nodes/{id}/series?window=10s|60s|session   /metrics
-        Config file keys (JSON object): name, role, service, interfaces, stateDirectory, identity, invite,
-        allowList, http, db, maxHeartRate, retentionDays, encryption, board, gpioChip, transport, adapter, security, pairing.
+        Config file keys (JSON object) are the long option names: name, service, interface, identity, invite, http,
+        db, max-heart-rate, retention-days, encryption, board, boards-dir, transport, adapter, security, pairing;
+        and role, state-dir, gpio-chip, allow-list (older camelCase keys are accepted too).
         Bluetooth: piconet-hub --transport bluetooth --adapter hci0 (LE scanning, invitations over L2CAP).
-        """)
+        Exit status: 0 done, 1 failed while running, 64 bad option, 69 interface or HTTP port
+        unavailable, 74 history database unusable, 77 key file refused, 78 bad config file.
+        """,
+        version: PiconetVersion.line("piconet-hub"))
 
     @Option(help: "JSON config file (e.g. /etc/piconet/hub.json).")
     var config: String?
@@ -28,7 +33,7 @@ struct HubCommand: ParsableCommand {
     var service: String?
     @Option(help: "Interface for discovery (repeatable); default: every up, multicast, non-loopback interface.")
     var interface: [String] = []
-    @Option(help: "Identity key file (created with mode 0600 on first run).")
+    @Option(name: [.long, .customLong("key")], help: "Identity key file (created with mode 0600 on first run; --key is the same).")
     var identity: String?
     @Option(help: "Which nodes to invite: auto (every node found), ask (y/n on the terminal for each new node; over Bluetooth only, asked once the handshake proved its ID, before anything is recorded), or a comma-separated list of node peer IDs.")
     var invite: String?
@@ -36,11 +41,11 @@ struct HubCommand: ParsableCommand {
     var encryption: String?
     @Option(help: "HTTP address for the API, live page and metrics ('off' to disable).")
     var http: String?
-    @Option(help: "SQLite history file ('off' to keep history in memory only).")
+    @Option(help: "SQLite history file; 'off' keeps history in memory only. A file that cannot be opened stops the hub.")
     var db: String?
-    @Option(help: "Maximum heart rate for the zones, bpm.")
+    @Option(parsing: .unconditional, help: "Maximum heart rate for the zones, 100-240 bpm.")
     var maxHeartRate: Double?
-    @Option(help: "Days of raw samples to keep.")
+    @Option(parsing: .unconditional, help: "Days of raw samples to keep, 1-3650.")
     var retentionDays: Int?
     @Option(help: "Board profile id from Boards/ for the hub's own status LEDs; 'none' for no GPIO.")
     var board: String?
@@ -57,27 +62,68 @@ struct HubCommand: ParsableCommand {
     var security: String?
     @Option(help: ArgumentHelp(stringLiteral: LinkSecurity.pairingHelp))
     var pairing: String?
-    @Option(help: "Stop after this many seconds (0 = run until SIGINT/SIGTERM).")
+    @Option(parsing: .unconditional, help: "Stop after this many seconds (0 = run until SIGINT/SIGTERM; at most 315360000).")
     var duration: Double = 0
     @Flag(help: "Plain lines instead of the in-place table, even on a terminal.")
     var plain = false
+    @Flag(help: "One JSON object per line: the snapshot /api/nodes serves (without series), once a second.")
+    var json = false
+    @Flag(help: "Print only errors (and --invite ask questions).")
+    var quiet = false
 
     func run() throws {
         let settings: HubSettings
-        do { settings = try HubSettings.resolve(self) } catch {
-            Console.err("piconet-hub: \(error)\n")
-            throw ExitCode(2)
+        do { settings = try HubSettings.resolve(self) } catch let e as ConfigFile.Failure {
+            Console.err(usageErrorLine("piconet-hub", e.description) + "\n")
+            throw ExitCode(ExitStatus.configuration)
+        } catch let e as CommandLineError {
+            Console.err(usageErrorLine("piconet-hub", e.description, fix: e.fix ?? "see 'piconet-hub --help'") + "\n")
+            throw ExitCode(ExitStatus.usage)
+        } catch {
+            Console.err(usageErrorLine("piconet-hub", "\(error)", fix: "see 'piconet-hub --help'") + "\n")
+            throw ExitCode(ExitStatus.usage)
         }
-        let app: HubApp
-        do { app = try HubApp(settings) } catch {
-            Console.err("piconet-hub: \(error)\n")
-            throw ExitCode(1)
+        do {
+            let app = try HubApp(settings)
+            try app.run()
+        } catch {
+            Console.err("piconet-hub: error: \(error)\n")
+            throw ExitCode(Self.exitStatus(for: error))
         }
-        do { try app.run() } catch {
-            Console.err("piconet-hub: \(error)\n")
-            throw ExitCode(1)
+    }
+
+    /// A missing interface or a taken HTTP port: 69 (as in the other binaries);
+    /// an unusable database: 74; a refused key file: 77.
+    static func exitStatus(for error: any Error) -> Int32 {
+        switch error {
+        case is DiscoveryRuntimeError: return ExitStatus.unavailable
+        case let e as HubStartFailure: return e.status
+        case let e as SessionRuntimeError:
+            if case .keyFile(.tooOpen) = e { return ExitStatus.permission }
+            return ExitStatus.failure
+        default: return ExitStatus.failure
         }
     }
 }
 
-HubCommand.main()
+/// Runs the hub under the one command-line convention: a usage error is one line
+/// `piconet-hub: error: WHAT (FIX)` and exit 64; `--help` and `--version` print and exit 0.
+func runHub() -> Never {
+    do {
+        var command = try HubCommand.parseAsRoot(Array(CommandLine.arguments.dropFirst()))
+        try command.run()
+        exit(0)
+    } catch let code as ExitCode {
+        exit(code.rawValue)   // the line was printed where the failure was
+    } catch {
+        let status = HubCommand.exitCode(for: error)
+        if status == .success {
+            Console.out(HubCommand.fullMessage(for: error) + "\n")
+            exit(0)
+        }
+        Console.err(ParserMessage.oneLine(HubCommand.fullMessage(for: error), command: "piconet-hub") + "\n")
+        exit(status == .validationFailure ? ExitStatus.usage : status.rawValue)
+    }
+}
+
+runHub()

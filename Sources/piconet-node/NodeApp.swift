@@ -112,7 +112,7 @@ final class NodeApp {
         if let udp {
             advertiser = try Discovery.advertise(on: loop, serviceType: settings.service, instanceName: settings.name,
                                                  info: info, port: udp.localAddress.port, interfaces: settings.interfaces) { [unowned self] e in
-                self.log("discovery: \(e)")
+                self.log("discovery: \(HumanWords.advertiser(e))")
             }
             log("advertising \(settings.service) as '\(settings.name)' on UDP port \(udp.localAddress.port)")
         }
@@ -174,11 +174,11 @@ final class NodeApp {
             lights?.driver.show(.invitationPending)
             log("invitation from \(TerminalText.escaped(request.displayName)) (\(request.peer)), code \(request.verificationCode): press the button to accept, hold to decline")
         case let .invitationFinished(_, outcome):
-            log("invitation: \(outcome)")
+            log("invitation: \(outcome)\(declineReason(outcome))")
             // A hub admitted on first use stays trusted after a restart only once it is on disk.
             if let failure = trust?.saveIfChanged() { Console.err("piconet-node: \(failure)\n") }
         case let .peerStateChanged(peer, state):
-            log("peer \(peer): \(state)")
+            log("peer \(peer): \(HumanWords.state(state))")
             switch state {
             case .connected:
                 hubs.insert(peer)
@@ -196,8 +196,16 @@ final class NodeApp {
         case let .received(bytes, from, _):
             log("message of \(bytes.count) bytes from \(from)")
         case .unstalled, .connectionRefused, .peerClosed:
-            log("session: \(event)")
+            log("session: \(HumanWords.session(event))")
         }
+    }
+
+    /// Why this node said no, for the log: under trust on first use a decline means the hub's
+    /// name is already trusted with another key, and only the trust file can change that.
+    func declineReason(_ outcome: InvitationOutcome) -> String {
+        guard case .declined = outcome, settings.policy == .trustOnFirstUse else { return "" }
+        return " (trust on first use: this hub's name is trusted with another key in \(settings.trustStorePath);"
+            + " remove its entry there to admit the new key)"
     }
 
     func button(_ event: ButtonEvent) {

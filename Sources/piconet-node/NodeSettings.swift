@@ -32,35 +32,47 @@ struct NodeSettings {
     /// BT_SECURITY of the L2CAP listener and who answers pairing (`--security`, `--pairing`).
     var linkSecurity = LinkSecurity()
 
-    static let knownKeys: Set<String> = ["name", "role", "service", "board", "interfaces", "stateDirectory", "identity", "trustStore",
-                                         "accept", "allowList", "profile", "seed", "motionHz", "port", "encryption",
-                                         "boardsDirectory", "gpioChip", "transport", "adapter", "psm",
-                                         "security", "pairing"]
+    /// Config file keys: the long flag names, plus `role`, `state-dir`, `gpio-chip`, `allow-list`.
+    /// The camelCase spellings scripts/lib/board-files.sh writes stay accepted.
+    static let configKeys = ConfigKeys(
+        binary: "piconet-node",
+        keys: ["name", "role", "service", "board", "interface", "state-dir", "identity", "trust-store",
+               "accept", "allow-list", "profile", "seed", "motion-hz", "port", "encryption",
+               "boards-dir", "gpio-chip", "transport", "adapter", "psm", "security", "pairing"],
+        aliases: ["interfaces": "interface", "stateDirectory": "state-dir", "trustStore": "trust-store",
+                  "allowList": "allow-list", "motionHz": "motion-hz", "boardsDirectory": "boards-dir", "gpioChip": "gpio-chip"],
+        elsewhere: ["invite": "piconet-hub", "http": "piconet-hub", "db": "piconet-hub", "max-heart-rate": "piconet-hub",
+                    "maxHeartRate": "piconet-hub", "retention-days": "piconet-hub", "retentionDays": "piconet-hub",
+                    "latency-report": "piconet-hub", "json": "piconet-hub", "plain": "piconet-hub"])
 
+    /// A flag value or combination the node refuses (exit 64); config-file errors are
+    /// `ConfigFile.Failure` (exit 78).
     struct Invalid: Error, CustomStringConvertible {
         var description: String
     }
 
     static func resolve(_ c: ParsedCommandLine) throws -> NodeSettings {
         let config = c.string("config")
-        let file = try config.map { path throws(ConfigFile.Failure) in try ConfigFile.load(path, knownKeys: knownKeys) }
+        let file = try config.map { path throws(ConfigFile.Failure) in try ConfigFile.load(path, keys: configKeys) }
         let host = DiscoveryInterfaces.systemHostName().label
-        let stateDirectory = try file?.string("stateDirectory") ?? "/var/lib/piconet"
+        let stateDirectory = try file?.string("state-dir") ?? "/var/lib/piconet"
         var s = NodeSettings(
             name: try c.string("name") ?? file?.string("name") ?? host,
             identityPath: try c.string("identity") ?? file?.string("identity") ?? stateDirectory + "/identity.key",
             seed: try c.integer("seed", as: UInt64.self) ?? file?.integer("seed", in: 0...Int64.max).map { UInt64($0) }
                 ?? UInt64(WallClock.nanosecondsSinceEpoch() & 0xFFFF_FFFF))
-        if let v = try file?.string("role"), v != "node" { throw Invalid(description: "\(config ?? ""): role is '\(v)', this is piconet-node") }
-        s.trustStorePath = try c.string("trust-store") ?? file?.string("trustStore") ?? TrustStoreFile.defaultPath(nextTo: s.identityPath)
+        if let v = try file?.string("role"), v != "node" {
+            throw ConfigFile.Failure(path: config ?? "", key: "role", why: "is '\(v)', and this is piconet-node", fix: "give this file to piconet-\(v)")
+        }
+        s.trustStorePath = try c.string("trust-store") ?? file?.string("trust-store") ?? TrustStoreFile.defaultPath(nextTo: s.identityPath)
         s.service = try c.string("service") ?? file?.string("service") ?? s.service
-        s.interfaces = try c.strings("interface").isEmpty ? (file?.strings("interfaces") ?? []) : c.strings("interface")
+        s.interfaces = try c.strings("interface").isEmpty ? (file?.strings("interface") ?? []) : c.strings("interface")
         s.port = try c.integer("port", as: UInt16.self) ?? file?.integer("port", in: 0...65535).map { UInt16($0) } ?? 0
         s.board = try c.string("board") ?? file?.string("board") ?? "none"
-        s.boardsDirectory = try c.string("boards-dir") ?? file?.string("boardsDirectory")
-        s.duration = try c.number("duration", in: 0...Double(Int32.max)) ?? 0
+        s.boardsDirectory = try c.string("boards-dir") ?? file?.string("boards-dir")
+        s.duration = try c.number("duration", in: 0...OptionRange.longestSeconds) ?? 0
         s.quiet = c.flag("quiet")
-        if let hz = try c.number("motion-hz", in: 1...200) ?? file?.integer("motionHz", in: 1...200).map(Double.init) {
+        if let hz = try c.number("motion-hz", in: 1...200) ?? file?.number("motion-hz", in: 1...200) {
             s.motionHz = hz
         }
         let profileName = try c.string("profile") ?? file?.string("profile") ?? "workout"
@@ -68,7 +80,7 @@ struct NodeSettings {
             throw Invalid(description: "unknown profile '\(profileName)'; choose one of \(WearableProfile.all.map(\.name).joined(separator: ", "))")
         }
         s.profile = p
-        let acceptText = try c.string("accept") ?? file?.string("accept") ?? ((try file?.strings("allowList")).map { $0.joined(separator: ",") }) ?? "tofu"
+        let acceptText = try c.string("accept") ?? file?.string("accept") ?? ((try file?.strings("allow-list")).map { $0.joined(separator: ",") }) ?? "tofu"
         (s.policy, s.policyText) = try parsePolicy(acceptText)
         s.encryption = try parseEncryption(c.string("encryption") ?? file?.string("encryption") ?? "required")
         s.adapter = try c.string("adapter") ?? file?.string("adapter")

@@ -20,9 +20,11 @@ enum NodeCommand {
         Flags override the config file. Example (one-machine demo):
           piconet-node --name wearable-1 --interface lo --accept all --identity /tmp/node1.key
 
-        Config file keys (JSON object): name, role, service, board, interfaces, stateDirectory,
-        identity, trustStore, accept, allowList, profile, seed, motionHz, port, encryption, boardsDirectory, gpioChip,
-        transport, adapter, psm, security, pairing.
+        Config file keys (JSON object) are the long option names: name, service, interface, port, identity,
+        trust-store, accept, encryption, profile, seed, motion-hz, board, boards-dir, transport, adapter, psm,
+        security, pairing; and role, state-dir, gpio-chip, allow-list (older camelCase keys are accepted too).
+        Exit status: 0 done, 1 failed while running, 64 bad option, 69 interface unavailable,
+        77 key file refused, 78 bad config file.
         Bluetooth: piconet-node --transport bluetooth --adapter hci1 --accept all (LE advertising, L2CAP PSM 129).
         """,
         options: [
@@ -52,10 +54,11 @@ enum NodeCommand {
             .value("pairing", "who", help: LinkSecurity.pairingHelp),
             .value("duration", "seconds", help: "Stop after this many seconds (0 = run until SIGINT/SIGTERM)."),
             .flag("quiet", help: "Print only errors."),
-        ])
+        ],
+        aliases: ["key": "identity"])
 
-    /// Parses, resolves and runs; returns the process exit status
-    /// (0 done, 1 runtime failure, 2 bad command line or configuration).
+    /// Parses, resolves and runs; returns the process exit status (`ExitStatus`: 0 done,
+    /// 1 runtime failure, 64 bad command line, 69 interface unavailable, 77 key file refused, 78 bad config file).
     static func main(_ arguments: [String]) -> Int32 {
         let options: ParsedCommandLine
         do {
@@ -63,27 +66,50 @@ enum NodeCommand {
             case .help:
                 Console.out(spec.helpText)
                 return 0
+            case .version:
+                Console.out(PiconetVersion.line(spec.command) + "\n")
+                return 0
             case .run(let parsed): options = parsed
             }
         } catch {
-            Console.err("piconet-node: \(error)\nSee 'piconet-node --help'.\n")
-            return 2
+            Console.err(spec.errorLine(error) + "\n")
+            return ExitStatus.usage
         }
         let settings: NodeSettings
-        do { settings = try NodeSettings.resolve(options) } catch {
-            Console.err("piconet-node: \(error)\n")
-            return 2
+        do { settings = try NodeSettings.resolve(options) } catch let e as ConfigFile.Failure {
+            Console.err(usageErrorLine("piconet-node", e.description) + "\n")
+            return ExitStatus.configuration
+        } catch let e as CommandLineError {
+            Console.err(spec.errorLine(e) + "\n")
+            return ExitStatus.usage
+        } catch {
+            Console.err(usageErrorLine("piconet-node", "\(error)", fix: "see 'piconet-node --help'") + "\n")
+            return ExitStatus.usage
         }
-        let app: NodeApp
-        do { app = try NodeApp(settings) } catch {
-            Console.err("piconet-node: \(error)\n")
-            return 1
-        }
-        do { try app.run() } catch {
-            Console.err("piconet-node: \(error)\n")
-            return 1
+        do {
+            let app = try NodeApp(settings)
+            try app.run()
+        } catch let e as IOError where e.errno == EADDRINUSE && settings.port != 0 {
+            // The session socket is the only fixed port the node binds (mDNS shares 5353).
+            Console.err("piconet-node: error: UDP port \(settings.port) is in use (stop what holds it, or give another --port; 0 takes any free one)\n")
+            return ExitStatus.unavailable
+        } catch {
+            Console.err("piconet-node: error: \(error)\n")
+            return exitStatus(for: error)
         }
         return 0
+    }
+
+    /// The status for a failure while starting or running: a missing interface or adapter is
+    /// "unavailable" (69) in every binary; a refused key file is a permission problem (77).
+    static func exitStatus(for error: any Error) -> Int32 {
+        switch error {
+        case is DiscoveryRuntimeError: return ExitStatus.unavailable
+        case let e as SessionRuntimeError:
+            if case .keyFile(.tooOpen) = e { return ExitStatus.permission }
+            return ExitStatus.failure
+        default: return ExitStatus.failure
+        }
     }
 }
 

@@ -24,13 +24,13 @@ struct BoardsDirectoryOption: ParsableArguments {
     func catalog() throws -> BoardCatalog {
         guard let dir = boardsDir ?? BoardCatalog.defaultDirectory() else {
             printError("piconet: no Boards directory found; pass --boards-dir or set PICONET_BOARDS")
-            throw ExitCode(2)
+            throw ExitCode(ExitStatus.usage)
         }
         do throws(BoardProfileError) {
             return try BoardCatalog(directory: dir)
         } catch {
             printError("piconet: \(error)")
-            throw ExitCode(2)
+            throw ExitCode(ExitStatus.usage)
         }
     }
 
@@ -41,7 +41,7 @@ struct BoardsDirectoryOption: ParsableArguments {
         } else {
             printError("piconet: no board '\(id)' in \(catalog.directory) (boards: \(catalog.profiles.map(\.id).joined(separator: ", ")))")
         }
-        throw ExitCode(2)
+        throw ExitCode(ExitStatus.usage)
     }
 }
 
@@ -69,7 +69,7 @@ struct BoardsCommand: ParsableCommand {
                 }
             }
             for e in catalog.errors { printError("invalid profile: \(e)") }
-            if !catalog.errors.isEmpty { throw ExitCode(2) }
+            if !catalog.errors.isEmpty { throw ExitCode(ExitStatus.usage) }
         }
     }
 
@@ -88,7 +88,7 @@ struct BoardsCommand: ParsableCommand {
                 let matching = catalog.profiles.filter { p in here.contains { $0.label == p.gpioChip } }
                 print("chips here: \(here.isEmpty ? "none" : here.map(\.description).joined(separator: ", "))")
                 print("profiles whose chip is here: \(matching.isEmpty ? "none" : matching.map(\.id).joined(separator: ", "))")
-                if !catalog.errors.isEmpty { throw ExitCode(2) }
+                if !catalog.errors.isEmpty { throw ExitCode(ExitStatus.usage) }
                 return
             }
             let profile = try dir.profile(id, in: catalog)
@@ -108,9 +108,13 @@ struct LEDCommand: ParsableCommand {
             abstract: "Bench self-test: every pattern once on the status LED, then a flash on the others; all off at the end.")
         @OptionGroup var dir: BoardsDirectoryOption
         @Option(help: "Board id (see `piconet boards`).") var board: String
-        @Option(help: "How long each pattern is shown, in milliseconds.") var stepMs: Int = 2000
+        @Option(parsing: .unconditional, help: "How long each pattern is shown, in milliseconds (100-60000).") var stepMs: Int = 2000
 
         func run() throws {
+            guard (100...60_000).contains(stepMs) else {
+                printError("piconet led test: error: '\(stepMs)' is not valid for '--step-ms': expected a whole number in 100...60000")
+                throw ExitCode(ExitStatus.usage)
+            }
             let profile = try dir.profile(board, in: try dir.catalog())
             let loop: EpollLoop
             do throws(IOError) { loop = try EpollLoop() } catch { printError("piconet: \(error)"); throw ExitCode(1) }

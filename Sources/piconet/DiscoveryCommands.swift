@@ -22,17 +22,23 @@ private func writeLine(_ s: String, to fd: CInt = 1) {
     }
 }
 
-/// Prints `piconet <command>: <message>` on stderr and exits 2 (bad arguments).
+/// Prints `piconet <command>: error: <message>` on stderr and exits 64 (bad arguments).
 private func usageFailure(_ command: String, _ message: String) -> ExitCode {
-    writeLine("piconet \(command): \(message)", to: 2)
-    return ExitCode(2)
+    writeLine("piconet \(command): error: \(message)", to: 2)
+    return ExitCode(ExitStatus.usage)
+}
+
+/// A named interface that is missing or unusable: 69, as in every binary.
+private func interfaceFailure(_ command: String, _ error: DiscoveryRuntimeError) -> ExitCode {
+    writeLine("piconet \(command): error: \(error)", to: 2)
+    return ExitCode(ExitStatus.unavailable)
 }
 
 /// `--ttl` and `--port` arrive as text so a bad value is our one-line error with exit 2.
 private func parseNumber<T: FixedWidthInteger>(_ text: String?, _ what: String, command: String, range: ClosedRange<T>) throws -> T? {
     guard let text else { return nil }
     guard let v = T(text), range.contains(v) else {
-        throw usageFailure(command, "\(what) must be a whole number in \(range.lowerBound)...\(range.upperBound), got \"\(text)\"")
+        throw usageFailure(command, "'\(text)' is not valid for '\(what)': expected a whole number in \(range.lowerBound)...\(range.upperBound)")
     }
     return v
 }
@@ -83,13 +89,13 @@ struct AdvertiseCommand: ParsableCommand {
     var name: String?
     @Option(help: "Discovery info KEY=VALUE (or KEY for a boolean); repeatable.")
     var info: [String] = []
-    @Option(help: "Port in the SRV record.")
+    @Option(parsing: .unconditional, help: "Port in the SRV record.")
     var port: String?
     @Option(help: "Interface to use (repeatable); default: every up, multicast, non-loopback interface.")
     var interface: [String] = []
     @Option(help: "Host label for <host>.local. (default: this machine's name).")
     var host: String?
-    @Option(help: "TTL in seconds of SRV/A records: how long a browser keeps us after a crash (default 120).")
+    @Option(parsing: .unconditional, help: "TTL in seconds of SRV/A records: how long a browser keeps us after a crash (default 120).")
     var ttl: String?
     @Option(help: "Bluetooth: the L2CAP PSM to advertise: LE 128-255 (default 129), or BR/EDR odd >= 4097.")
     var psm: String?
@@ -120,7 +126,7 @@ struct AdvertiseCommand: ParsableCommand {
         }
         var interfaces: [NetworkInterface] = []
         if transport.usesWiFi {
-            do { interfaces = try DiscoveryInterfaces.resolve(interface) } catch { throw usageFailure(cmd, error.description) }
+            do { interfaces = try DiscoveryInterfaces.resolve(interface) } catch { throw interfaceFailure(cmd, error) }
         }
         let adapter = transport.usesBluetooth ? try radio.resolveAdapter(cmd) : nil
 
@@ -193,13 +199,13 @@ struct BrowseCommand: ParsableCommand {
 
     @Option(help: "Service type to browse for, e.g. hr-sensor.")
     var service: String?
-    @Option(help: "Stop after this many seconds (default: until Ctrl-C).")
+    @Option(parsing: .unconditional, help: "Stop after this many seconds (default: until Ctrl-C).")
     var timeout: String?
     @Flag(help: "One JSON object per line.")
     var json = false
     @Option(help: "Interface to use (repeatable); default: every up, multicast, non-loopback interface.")
     var interface: [String] = []
-    @Option(help: "Bluetooth: seconds without an advertisement before a peer is lost (default 12).")
+    @Option(parsing: .unconditional, help: "Bluetooth: seconds without an advertisement before a peer is lost (default 12).")
     var lostAfter: String?
     @OptionGroup var radio: TransportOptions
 
@@ -211,7 +217,7 @@ struct BrowseCommand: ParsableCommand {
         let silence = try parseNumber(lostAfter, "--lost-after", command: cmd, range: 1...UInt32(3600))
         do { _ = try ServiceType(service) } catch { throw usageFailure(cmd, error.description) }
         if transport.usesWiFi {
-            do { _ = try DiscoveryInterfaces.resolve(interface) } catch { throw usageFailure(cmd, error.description) }
+            do { _ = try DiscoveryInterfaces.resolve(interface) } catch { throw interfaceFailure(cmd, error) }
         }
         if transport.usesBluetooth {
             try browsePeers(cmd, transport: transport, service: service, seconds: seconds, silence: silence)

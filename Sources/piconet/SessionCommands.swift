@@ -28,9 +28,16 @@ private func put(_ s: String, fd: CInt) {
 func emitLine(_ s: String) { put(s, fd: 1) }
 func errorLine(_ s: String) { put(s, fd: 2) }
 
+/// Prints `piconet COMMAND: error: MESSAGE` and returns the exit code to throw; code 2
+/// (the old "bad arguments") is a usage error, 64, as in the other binaries.
 private func fail(_ command: String, _ message: String, code: Int32) -> ExitCode {
-    errorLine("piconet \(command): \(message)")
-    return ExitCode(code)
+    errorLine("piconet \(command): error: \(message)")
+    return ExitCode(code == 2 ? ExitStatus.usage : code)
+}
+
+/// 69 for an interface that is missing or unusable (every binary), else `code`.
+private func status(_ error: any Error, else code: Int32 = ExitStatus.failure) -> Int32 {
+    error is DiscoveryRuntimeError ? ExitStatus.unavailable : code
 }
 
 /// A JSON string literal (quotes and control characters escaped).
@@ -57,12 +64,15 @@ func jsonString(_ s: String) -> String {
 
 /// Options both commands share: identity, encryption, interfaces.
 struct SessionCommonOptions: ParsableArguments {
-    @Option(help: "Identity key file (created 0600 on first run; a group/world-readable one is refused).")
+    @Option(name: [.customLong("identity"), .customLong("key")],
+            help: "Identity key file (created 0600 on first run; a group/world-readable one is refused). Default: one key per --name, $PICONET_HOME/identity-NAME.key (else ~/.config/piconet/), or identity.key without --name. --key is the same option.")
     var key: String?
     @Option(help: "Encryption preference: required, optional or none.")
     var encryption: String = "required"
     @Option(help: "Network interface for discovery (repeatable). Name it explicitly; never defaults to eth0 in tests.")
     var interface: [String] = []
+    @Flag(help: "Print only errors (listen: and the messages received).")
+    var quiet = false
 
     func preference(_ command: String) throws -> EncryptionPreference {
         switch encryption {
@@ -73,8 +83,13 @@ struct SessionCommonOptions: ParsableArguments {
         }
     }
 
-    func identity(_ command: String, name: String) throws -> PeerIdentity {
-        do { return try SessionIdentityFile.loadOrCreate(path: key ?? SessionIdentityFile.defaultPath, displayName: name) } catch {
+    /// `--identity`, else the key of `--name` (`SessionIdentityFile.defaultPath(name:)`): two
+    /// processes with different names are two peers, and a name keeps its key across restarts.
+    func keyPath(name: String?) -> String { key ?? SessionIdentityFile.defaultPath(name: name) }
+
+    func identity(_ command: String, name: String, explicitName: String?) throws -> PeerIdentity {
+        do { return try SessionIdentityFile.loadOrCreate(path: keyPath(name: explicitName), displayName: name) } catch {
+            if case .keyFile(.tooOpen) = error { throw fail(command, "\(error)", code: ExitStatus.permission) }
             throw fail(command, "\(error)", code: 1)
         }
     }
@@ -110,7 +125,7 @@ struct ListenCommand: ParsableCommand {
     var trustStore: String?
     @Flag(help: "One JSON object per line instead of text.")
     var json = false
-    @Option(help: "Exit 0 after this many messages (for scripts).")
+    @Option(parsing: .unconditional, help: "Exit 0 after this many messages (for scripts; 0: set up and exit).")
     var exitAfter: Int?
     @Option(help: "Bluetooth: the L2CAP PSM to accept channels on: LE 128-255 (default 129), or BR/EDR odd >= 4097.")
     var psm: String?
@@ -120,6 +135,7 @@ struct ListenCommand: ParsableCommand {
 
     func run() throws {
         let me = name ?? localHostName()
+        if let exitAfter, exitAfter < 0 { throw fail("listen", "'\(exitAfter)' is not valid for '--exit-after': expected a whole number, 0 or more", code: 2) }
         let transport = try radio.choice("listen")
         let (linkSecurity, pairingChoice) = try link.resolve("listen")
         let channel = try ChannelPSM(psm ?? "129", command: "listen")
@@ -140,7 +156,7 @@ struct ListenCommand: ParsableCommand {
             }
             config.policy = .allowList(ids)
         }
-        let identity = try common.identity("listen", name: me)
+        let identity = try common.identity("listen", name: me, explicitName: name)
         let loop: EpollLoop
         let host: ListenHost
         do {
@@ -163,7 +179,7 @@ struct ListenCommand: ParsableCommand {
         // save it whenever an invitation admitted a new name (and once more on the way out).
         var keeper: TrustStoreKeeper?
         if config.policy == .trustOnFirstUse {
-            let path = trustStore ?? TrustStoreFile.defaultPath(nextTo: common.key ?? SessionIdentityFile.defaultPath)
+            let path = trustStore ?? TrustStoreFile.defaultPath(nextTo: common.keyPath(name: name))
             do { keeper = try TrustStoreKeeper(path: path, session: host.session) } catch {
                 throw fail("listen", "\(error)", code: 1)
             }
@@ -202,7 +218,7 @@ struct ListenCommand: ParsableCommand {
                 }
             } catch {
                 advertiser?.stop()
-                throw fail("listen", "\(error)", code: 1)
+                throw fail("listen", "\(error)", code: status(error))
             }
         }
         if case let .bluetooth(h) = host {
@@ -244,11 +260,12 @@ struct ListenCommand: ParsableCommand {
         }
         if json {
             emitLine("{\"event\":\"listening\",\"address\":\(jsonString(host.addressText)),\"peer\":\"\(identity.peerID)\"}")
-        } else {
+        } else if !common.quiet {
             emitLine("listening on \(host.addressText) as \(identity.peerID) (\(me))\(securityNote)"
                      + (keeper.map { ", trusting \($0.count) known names from \($0.path)" } ?? ""))
         }
         let session = host.session
+        let quiet = common.quiet
         session.onEvent = { event in
             switch event {
             case let .received(bytes, peer, mode):
@@ -264,7 +281,7 @@ struct ListenCommand: ParsableCommand {
                     loop.schedule(after: .seconds(1)) { loop.stop() }
                 }
             case let .peerStateChanged(peer, state):
-                if json { emitLine("{\"event\":\"state\",\"peer\":\"\(peer)\",\"state\":\"\(state)\"}") } else { emitLine("# \(peer) \(state)") }
+                if json { emitLine("{\"event\":\"state\",\"peer\":\"\(peer)\",\"state\":\"\(state)\"}") } else if !quiet { emitLine("# \(peer) \(HumanWords.state(state))") }
             case let .invitationReceived(r):
                 questions.append(r)
                 let context = String(decoding: r.context, as: UTF8.self)
@@ -276,7 +293,7 @@ struct ListenCommand: ParsableCommand {
             case let .invitationFinished(id, outcome):
                 saveTrust()
                 questions.removeAll { $0.id == id }
-                if json { emitLine("{\"event\":\"invitation\",\"outcome\":\(jsonString(outcome.description))}") } else { emitLine("# invitation \(outcome)") }
+                if json { emitLine("{\"event\":\"invitation\",\"outcome\":\(jsonString(outcome.description))}") } else if !quiet { emitLine("# invitation \(outcome)") }
             case let .connectionRefused(address, reason):
                 if json { emitLine("{\"event\":\"refused\",\"address\":\"\(address)\",\"reason\":\(jsonString(reason.description))}") } else { emitLine("# refused \(address): \(reason)") }
             default:
@@ -298,9 +315,9 @@ struct ListenCommand: ParsableCommand {
         }
         saveTrust()
         let st = host.session.statistics
-        errorLine("piconet listen: \(received) messages; frames \(st.framesReceived) in, \(st.framesSent) out; dropped: "
+        if !common.quiet { errorLine("piconet listen: \(received) messages; frames \(st.framesReceived) in, \(st.framesSent) out; dropped: "
                   + "\(st.authenticationFailures) failed authentication, \(st.replaysDropped) replays, "
-                  + "\(st.duplicateFragments) duplicate fragments, \(st.malformedDropped) malformed, \(st.unknownLinkDropped) unknown link")
+                  + "\(st.duplicateFragments) duplicate fragments, \(st.malformedDropped) malformed, \(st.unknownLinkDropped) unknown link") }
         host.close()
         if exitCode != 0 { throw ExitCode(exitCode) }
     }
@@ -381,9 +398,9 @@ struct SendCommand: ParsableCommand {
     var file: String?
     @Flag(help: "Send unreliably (one datagram each, may be lost).")
     var unreliable = false
-    @Option(help: "Send N messages, each suffixed with its number (TEXT 1 ... TEXT N).")
+    @Option(parsing: .unconditional, help: "Send N messages, each suffixed with its number (TEXT 1 ... TEXT N); 1-10000000.")
     var count: Int = 1
-    @Option(help: "Give up after this many seconds.")
+    @Option(parsing: .unconditional, help: "Give up after this many seconds (1-315360000).")
     var timeout: Int = 60
     @Option(help: "Display name.")
     var name: String?
@@ -393,7 +410,12 @@ struct SendCommand: ParsableCommand {
 
     func run() throws {
         guard (message == nil) != (file == nil) else { throw fail("send", "give exactly one of --message or --file", code: 2) }
-        guard count >= 1 else { throw fail("send", "--count must be at least 1", code: 2) }
+        guard (1...10_000_000).contains(count) else {
+            throw fail("send", "'\(count)' is not valid for '--count': expected a whole number in 1...10000000", code: 2)
+        }
+        guard timeout >= 1, Double(timeout) <= OptionRange.longestSeconds else {
+            throw fail("send", "'\(timeout)' is not valid for '--timeout': expected a whole number of seconds in 1...315360000", code: 2)
+        }
         let transport = try radio.choice("send")
         let (linkSecurity, pairingChoice) = try link.resolve("send")
         // A Bluetooth peer given outright: --to ADDR/PSM, or --address ADDR/PSM.
@@ -427,7 +449,8 @@ struct SendCommand: ParsableCommand {
         }
         let text = message
         let config = SessionConfiguration(encryption: try common.preference("send"), policy: .declineAll)
-        let identity = try common.identity("send", name: name ?? localHostName())
+        let identity = try common.identity("send", name: name ?? localHostName(), explicitName: name)
+        let keyPath = common.keyPath(name: name)
         let loop: EpollLoop
         let host: ListenHost
         do {
@@ -463,8 +486,8 @@ struct SendCommand: ParsableCommand {
             guard let p = peer, sent == total, result != 0 else { return }
             if mode == .unreliable || session.unacknowledgedFragments(to: p) == 0 {
                 let st = session.statistics
-                emitLine("sent \(sent), \(mode == .reliable ? "acknowledged \(sent)" : "unreliable")"
-                         + " (frames \(st.framesSent) out, \(st.framesReceived) in, \(st.retransmissions) retransmitted, \(session.transportRefusals) refused by the socket)")
+                if !common.quiet { emitLine("sent \(sent), \(mode == .reliable ? "acknowledged \(sent)" : "unreliable")"
+                         + " (frames \(st.framesSent) out, \(st.framesReceived) in, \(st.retransmissions) retransmitted, \(session.transportRefusals) refused by the socket)") }
                 result = 0
                 loop.stop()
             }
@@ -486,8 +509,18 @@ struct SendCommand: ParsableCommand {
             }
             finishIfDone()
         }
+        /// Messages the peer acknowledged: every reliable message sent, less those with a
+        /// fragment still unacknowledged (a message spans `perMessage` fragments at most).
+        func acknowledged() -> Int {
+            guard mode == .reliable, let p = peer else { return 0 }
+            let perMessage = max(1, ((text.map { $0.utf8.count + 12 } ?? payload.count) + 1199) / 1200)
+            let open = session.unacknowledgedFragments(to: p) ?? 0
+            return max(0, sent - (open + perMessage - 1) / perMessage)
+        }
+        var target: EndpointAddress?
         func invite(_ a: EndpointAddress) {
             invited = true
+            target = a
             do { try session.invite(a, context: Array("piconet send".utf8), timeout: .seconds(Int64(timeout))) } catch {
                 errorLine("piconet send: \(error)")
                 loop.stop()
@@ -497,8 +530,13 @@ struct SendCommand: ParsableCommand {
             switch event {
             case let .invitationFinished(_, .accepted(p)):
                 peer = p
-                emitLine("connected to \(p) (code \(session.verificationCode(for: p) ?? "-"))")
+                if !common.quiet { emitLine("connected to \(p) (code \(session.verificationCode(for: p) ?? "-"))") }
                 pump()
+            case .invitationFinished(_, .failed("invited ourselves")):
+                // Both ends loaded one key: the same peer twice is no session.
+                errorLine("piconet send: error: the peer answered with our own identity (\(keyPath)): both processes use that key"
+                          + " (give each its own --name, which picks identity-NAME.key, or its own --identity FILE)")
+                loop.stop()
             case let .invitationFinished(_, outcome):
                 errorLine("piconet send: invitation \(outcome)")
                 loop.stop()
@@ -601,18 +639,42 @@ struct SendCommand: ParsableCommand {
                     errorLine("piconet send: no \"\(service)\" service named \"\(to)\" found\(on) within \(timeout) s"
                               + (seen.isEmpty ? " (none seen)" : " (seen: \(seen.joined(separator: ", ")))"))
                 } else {
-                    errorLine("piconet send: timed out after \(timeout) s (\(sent) of \(total) sent)")
+                    errorLine("piconet send: timed out after \(timeout) s (sent \(sent) of \(total), acknowledged \(acknowledged()))")
                 }
+                result = ExitStatus.tryAgain
                 loop.stop()
             }
-            try loop.onSignal([.interrupt, .terminate]) { _ in loop.stop() }
+            // A wait longer than a second says what it waits for (then every 10 s).
+            func waitingFor() -> String {
+                if invited { return "an answer to the invitation sent to \(target.map { "\($0)" } ?? "the peer") (nothing heard yet; is a listener there?)" }
+                let on = common.interface.isEmpty ? "" : " on \(common.interface.joined(separator: ", "))"
+                return "a \"\(service ?? "?")\" service named \"\(to ?? "?")\" to appear\(on)" + (seen.isEmpty ? " (none seen yet)" : " (seen: \(seen.joined(separator: ", ")))")
+            }
+            var waited = 0
+            let waiting = loop.scheduleRepeating(every: .seconds(1)) {
+                waited += 1
+                guard peer == nil, !common.quiet, waited == 1 || waited % 10 == 0 else { return }
+                errorLine("piconet send: waiting \(waited) s of \(timeout) for " + waitingFor())
+            }
+            var interrupted = false
+            try loop.onSignal([.interrupt, .terminate]) { _ in
+                interrupted = true
+                loop.stop()
+            }
             try loop.run()
             check.cancel()
+            waiting.cancel()
+            if interrupted, result != 0 {
+                // Interrupted work reports what it did.
+                errorLine("piconet send: interrupted: sent \(sent), acknowledged \(acknowledged())" + (peer == nil ? " (not connected yet)" : ""))
+                result = ExitStatus.interrupted
+            }
         } catch {
-            throw fail("send", "\(error)", code: 1)
+            throw fail("send", "\(error)", code: status(error))
         }
         browser?.stop()
         peerBrowser?.stop()
+        session.onEvent = { _ in }   // what closing reports (an invitation cut short) was said above
         host.close()
         if result != 0 { throw ExitCode(result) }
     }

@@ -141,9 +141,10 @@ struct ChannelPSM {
     }
 }
 
-/// Prints `piconet <command>: <message>` on stderr; the caller throws the result (exit `code`).
+/// Prints `piconet <command>: error: <message>` on stderr; the caller throws the result
+/// (exit `code`; 2, the old "bad arguments", is the usage status 64 as everywhere).
 func cliFailure(_ command: String, _ message: String, code: Int32) -> ExitCode {
-    var line = "piconet \(command): \(message)\n"
+    var line = "piconet \(command): error: \(message)\n"
     line.withUTF8 { p in
         var off = 0
         while off < p.count {
@@ -152,7 +153,7 @@ func cliFailure(_ command: String, _ message: String, code: Int32) -> ExitCode {
             off += n
         }
     }
-    return ExitCode(code)
+    return ExitCode(code == 2 ? ExitStatus.usage : code)
 }
 
 /// Text and JSON lines for peers with routes (`browse --transport bluetooth|any`).

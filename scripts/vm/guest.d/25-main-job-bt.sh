@@ -4,7 +4,7 @@
 # advertising, L2CAP listener, --accept all) between the two virtual controllers. The hub's
 # /api/nodes must show the node connected with a plausible bpm within a bounded time; then
 # SIGTERM to both must end them with exit 0. Then both with --transport any (Wi-Fi = lo): one
-# node, invited over Wi-Fi only. Also: --transport/--adapter misuse is exit 2, a missing adapter exit 1.
+# node, invited over Wi-Fi only. Also: --transport/--adapter misuse is exit 64, a missing adapter exit 1.
 # Prints "N passed, N failed, N skipped" last.
 PASS=0; FAIL=0; SKIP=0
 ok() { PASS=$((PASS + 1)); echo "PASS: $*"; }
@@ -37,15 +37,15 @@ if [ ! -x "$NODE" ] || [ ! -x "$HUB" ] || ! command -v curl >/dev/null; then
   echo "$PASS passed, $FAIL failed, $SKIP skipped"; exit 0
 fi
 
-# Misuse is a one-line error and exit 2, before any radio is touched.
+# Misuse is a one-line error and exit 64, before any radio is touched.
 "$NODE" --transport nfc > "$W/bad.log" 2>&1; rc=$?
-[ $rc = 2 ] && grep -q "transport takes wifi, bluetooth or any" "$W/bad.log" && ok "piconet-node --transport nfc: exit 2, one line" \
+[ $rc = 64 ] && grep -q "transport takes wifi, bluetooth or any" "$W/bad.log" && ok "piconet-node --transport nfc: exit 64, one line" \
   || { ko "piconet-node --transport nfc (exit $rc)"; cat "$W/bad.log"; }
 "$NODE" --security medium > "$W/bad.log" 2>&1; rc=$?
-[ $rc = 2 ] && grep -q "security and --pairing need --transport bluetooth or any" "$W/bad.log" && ok "piconet-node --security without Bluetooth: exit 2, one line" \
+[ $rc = 64 ] && grep -q "security and --pairing need --transport bluetooth or any" "$W/bad.log" && ok "piconet-node --security without Bluetooth: exit 64, one line" \
   || { ko "piconet-node --security without Bluetooth (exit $rc)"; cat "$W/bad.log"; }
 "$HUB" --adapter hci0 --db off --http off > "$W/bad.log" 2>&1; rc=$?
-[ $rc = 2 ] && grep -q "adapter needs --transport bluetooth or any" "$W/bad.log" && ok "piconet-hub --adapter without --transport: exit 2" \
+[ $rc = 64 ] && grep -q "adapter needs --transport bluetooth or any" "$W/bad.log" && ok "piconet-hub --adapter without --transport: exit 64" \
   || { ko "piconet-hub --adapter without --transport (exit $rc)"; cat "$W/bad.log"; }
 
 # Two virtual controllers (as in 20-bluetooth.sh; that suite frees its own at the end).
