@@ -18,11 +18,11 @@ public enum HumanWords {
     /// One line for what an mDNS advertiser reports.
     public static func advertiser(_ e: AdvertiserEvent) -> String {
         switch e {
-        case let .established(name, interface): "advertising as \"\(escaped(name.description))\" on \(interface)"
+        case let .established(name, interface): "advertising as \"\(TerminalText.escaped(name.description))\" on \(interface)"
         case let .renamed(from, to, interface):
-            "the name \"\(escaped(from.description))\" is taken on \(interface): advertising as \"\(escaped(to.description))\" there"
+            "the name \"\(TerminalText.escaped(from.description))\" is taken on \(interface): advertising as \"\(TerminalText.escaped(to.description))\" there"
         case let .hostRenamed(from, to, interface):
-            "the host name \(escaped(from.description)) is taken on \(interface): answering as \(escaped(to.description)) there"
+            "the host name \(TerminalText.escaped(from.description)) is taken on \(interface): answering as \(TerminalText.escaped(to.description)) there"
         case let .failed(reason, interface): "advertising on \(interface) failed: \(reason)"
         }
     }
@@ -35,12 +35,8 @@ public enum HumanWords {
         case let .connectionRefused(a, reason): "refused a connection from \(a): \(reason)"
         case let .unstalled(p): "peer \(p) can take more reliable data"
         case let .received(bytes, p, _): "message of \(bytes.count) bytes from \(p)"
-        case let .invitationReceived(r): "invitation from \"\(escaped(r.displayName))\" (\(r.peer))"
+        case let .invitationReceived(r): "invitation from \"\(TerminalText.escaped(r.displayName))\" (\(r.peer))"
         case let .invitationFinished(_, outcome): "invitation \(outcome)"
         }
     }
-
-    /// `s` with control characters escaped (`TerminalText.escaped`): names that came from the
-    /// network are printed so they cannot move the cursor or fake a line.
-    public static func escaped(_ s: String) -> String { TerminalText.escaped(s) }
 }

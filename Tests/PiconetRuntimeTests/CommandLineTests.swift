@@ -1,4 +1,5 @@
 import PiconetRuntime
+import PiconetSession
 import Testing
 
 @Suite struct CommandLineTests {
@@ -157,6 +158,7 @@ import Testing
 
     @Test func humanWordsNotCaseNames() {
         #expect(HumanWords.state(.notConnected) == "not connected")
-        #expect(HumanWords.escaped("a\u{1b}[2Jb\n") == "a\\u{1b}[2Jb\\u{a}")
+        let peer = PeerID(hex: String(repeating: "ab", count: 16))!
+        #expect(HumanWords.session(.peerStateChanged(peer, .notConnected)) == "peer \(peer): not connected")
     }
 }
