@@ -85,7 +85,8 @@ final class HubApp {
             bt.options.security = settings.linkSecurity.level
             let host = try BluetoothSessionHost(loop: loop, adapter: adapter, listenPSM: nil, identity: identity, configuration: config,
                                                 bluetoothConfiguration: bt,
-                                                udpBind: settings.transport == .any ? .ipv4(0, 0, 0, 0, port: 0) : nil)
+                                                udpBind: settings.transport == .any ? .ipv4(0, 0, 0, 0, port: 0) : nil,
+                                                udpInterfaces: settings.interfaces)
             if settings.linkSecurity.pairing == .piconet {
                 // Just Works pairing, only with the nodes the hub is dialling.
                 let endpoint = host.bluetooth
@@ -97,7 +98,7 @@ final class HubApp {
             udp = host.udp
             session = host.session
         } else {
-            let endpoint = try UDPEndpoint(loop: loop, bindTo: .ipv4(0, 0, 0, 0, port: 0))
+            let endpoint = try UDPSessionHost.openSocket(loop: loop, bind: .ipv4(0, 0, 0, 0, port: 0), interfaces: settings.interfaces)
             bluetooth = nil
             udp = endpoint
             session = PeerSession(identity: identity, configuration: config, endpoint: endpoint, loop: loop,
