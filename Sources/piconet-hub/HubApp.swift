@@ -373,6 +373,8 @@ final class HubApp {
             status.latencyMs = sixty?.latencyMean
             status.lastSeen = snap.map { wall($0.lastSeen) }
             status.series = points
+            status.profile = discovered[peer]?.info.string("profile")
+            status.board = discovered[peer]?.info.string("board")
             nodes.append(status)
         }
         if ticks % 10 == 0 { recorder.record(snaps, at: WallClock.nanosecondsSinceEpoch()) }
