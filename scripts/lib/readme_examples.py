@@ -177,6 +177,9 @@ class Scene:
         os.makedirs(home, exist_ok=True)
         e = dict(self.env_base)
         e["HOME"] = home
+        # Temporary files (SwiftPM's lock files under the demo's build, say) go with the scene.
+        e["TMPDIR"] = os.path.join(self.dir, "tmp")
+        os.makedirs(e["TMPDIR"], exist_ok=True)
         e.pop("XDG_STATE_HOME", None)
         e.pop("PICONET_HOME", None)
         return e
