@@ -41,7 +41,7 @@ enum LivePage {
 "use strict";
 const cards = {};
 // Plot geometry, in canvas pixels: room on the left for the value axis, below for the time axis.
-const AX = {left: 40, right: 8, top: 8, bottom: 20, window: 60};
+const AX = {left: 40, right: 8, top: 18, bottom: 20, window: 60};
 function fmt(v, d) { return (v === null || v === undefined || Number.isNaN(v)) ? "–" : v.toFixed(d); }
 function card(n) {
   if (cards[n.id]) return cards[n.id];
@@ -71,9 +71,9 @@ function plot(canvas, pts, key, lo, hi, unit, color) {
   const span = Math.max(AX.window, ps.length ? newest - ps[0].t : 0);
   if (lo === null) {
     const vs = ps.map(p => p[key]);
+    // round ticks: lo a multiple of 10, the range a multiple of 20 (4 steps of 5, 10, 15…)
     lo = vs.length ? Math.floor((Math.min(...vs) - 5) / 10) * 10 : 40;
-    hi = vs.length ? Math.ceil((Math.max(...vs) + 5) / 10) * 10 : 200;
-    if (hi - lo < 20) hi = lo + 20;
+    hi = vs.length ? lo + Math.max(20, Math.ceil((Math.max(...vs) + 5 - lo) / 20) * 20) : 200;
   }
   // value axis: 5 ticks with numbers, the unit above
   g.strokeStyle = "#2a3440"; g.fillStyle = "#9aa"; g.textAlign = "right"; g.textBaseline = "middle";
@@ -82,7 +82,7 @@ function plot(canvas, pts, key, lo, hi, unit, color) {
     g.beginPath(); g.moveTo(x0, y); g.lineTo(x1, y); g.stroke();
     g.fillText(v.toFixed(0), x0 - 4, y);
   }
-  g.textAlign = "left"; g.textBaseline = "top"; g.fillText(unit, 2, 0);
+  g.textAlign = "left"; g.textBaseline = "top"; g.fillText(unit, 2, 2);
   // time axis: a tick every span/6 seconds, labelled in seconds before the newest point
   g.textAlign = "center";
   for (let i = 0; i <= 6; i++) {
@@ -91,7 +91,7 @@ function plot(canvas, pts, key, lo, hi, unit, color) {
     g.fillText(i === 6 ? "now" : `-${ago.toFixed(0)} s`, Math.min(x, x1 - 12), y0 + 5);
   }
   g.textAlign = "right"; g.textBaseline = "top";
-  if (ps.length) g.fillText(new Date(newest * 1000).toLocaleTimeString(), x1, 0);
+  if (ps.length) g.fillText("now = " + new Date(newest * 1000).toLocaleTimeString(), x1, 2);
   if (ps.length < 2) return 0;
   g.strokeStyle = color; g.lineWidth = 2; g.beginPath();
   ps.forEach((p, i) => {
