@@ -393,6 +393,10 @@ class Runner:
 
 
 def main():
+    # SIGTERM / SIGHUP unwind like Ctrl-C, so every scene's `finally` stops what it started
+    # and deletes its namespaces.
+    for sig in (signal.SIGTERM, signal.SIGHUP):
+        signal.signal(sig, lambda n, _: sys.exit(128 + n))
     ap = argparse.ArgumentParser(description="Runs README.md's marked examples.")
     ap.add_argument("--readme", required=True)
     ap.add_argument("--root", required=True, help="the checkout (working directory of every example)")
