@@ -203,6 +203,12 @@ class Scene:
         shutil.rmtree(self.dir, ignore_errors=True)
 
 
+def as_in_a_terminal():
+    """In the child: Ctrl-C (SIGINT) acts as in a terminal, even when this harness was started
+    in the background (which leaves SIGINT ignored, and children inherit that)."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def shell_quote(s):
     return "'" + s.replace("'", "'\\''") + "'"
 
@@ -334,7 +340,7 @@ class Runner:
         if kind == "bg":
             out = open(log, "w")
             p = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                 cwd=self.args.root, env=env, start_new_session=True)
+                                 cwd=self.args.root, env=env, start_new_session=True, preexec_fn=as_in_a_terminal)
             scene.procs.append((what, expect, p, log))
             if sep == "=":
                 deadline = time.time() + 300
@@ -350,12 +356,15 @@ class Runner:
             return self.fail(what, f"unknown step '{step}' (fg, fg~REGEX, bg, bg~REGEX, fails)")
         with open(log, "w") as out, open(err, "w") as errf:
             p = subprocess.Popen(argv, stdout=out, stderr=errf if kind == "fails" else subprocess.STDOUT,
-                                 stdin=subprocess.DEVNULL, cwd=self.args.root, env=env, start_new_session=True)
+                                 stdin=subprocess.DEVNULL, cwd=self.args.root, env=env, start_new_session=True, preexec_fn=as_in_a_terminal)
             try:
                 rc = p.wait(60)
             except subprocess.TimeoutExpired:
                 stop(p)
                 return self.fail(what, f"still running after 60 s: {tail(log)}")
+            except BaseException:
+                stop(p)  # interrupted: the foreground example goes too
+                raise
         if kind == "fails":
             lines = [l for l in open(err, errors="replace").read().split("\n") if l.strip()]
             if rc == 0:
