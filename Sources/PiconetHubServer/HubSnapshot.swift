@@ -9,10 +9,13 @@ public struct HubSnapshot: Sendable, Codable, Equatable {
     public var hub: HubInfo
     public var nodes: [NodeStatus]
 
+    /// `nodes` are kept in display order (`NodeStatus.displayOrder`: by name, then id), so the
+    /// live page's cards, `/api/nodes`, the terminal table and the metrics never shuffle between
+    /// refreshes whatever order the hub's tables hold them in.
     public init(generatedAt: Double, hub: HubInfo, nodes: [NodeStatus]) {
         self.generatedAt = generatedAt
         self.hub = hub
-        self.nodes = nodes
+        self.nodes = nodes.sorted(by: NodeStatus.displayOrder)
     }
 
     public static let empty = HubSnapshot(generatedAt: 0, hub: HubInfo(), nodes: [])
@@ -63,13 +66,21 @@ public struct NodeStatus: Sendable, Codable, Equatable {
     public var loss: Double
     public var latencyMs: Double?
     public var lastSeen: Double?
-    /// Recent series for the live page and `/api/nodes/{id}/series`.
+    /// What the node simulates (`workout`, `running`, `walking`, `resting`), from its discovery
+    /// info (`profile`); nil when the hub has not seen it (e.g. a node reached over Bluetooth only).
+    /// A resting "workout" node is then visibly a workout profile between efforts, not a fault.
+    public var profile: String?
+    /// The node's board profile (`pi4b`, `sim`…) from its discovery info (`board`); nil when unknown.
+    public var board: String?
+    /// Recent series for the live page and `/api/nodes/{id}/series`: one point per second while
+    /// the node sends, at most the hub's series limit, oldest first (see `SeriesPoint`).
     public var series: [SeriesPoint]
 
     public init(id: String, name: String, state: String, bpm: Double? = nil, min: Double? = nil,
                 avg: Double? = nil, max: Double? = nil, rmssd: Double? = nil, sdnn: Double? = nil,
                 activity: Double? = nil, steps: Int = 0, cadence: Double? = nil, loss: Double = 0,
-                latencyMs: Double? = nil, lastSeen: Double? = nil, series: [SeriesPoint] = []) {
+                latencyMs: Double? = nil, lastSeen: Double? = nil, profile: String? = nil, board: String? = nil,
+                series: [SeriesPoint] = []) {
         self.id = id
         self.name = name
         self.state = state
@@ -85,7 +96,15 @@ public struct NodeStatus: Sendable, Codable, Equatable {
         self.loss = loss
         self.latencyMs = latencyMs
         self.lastSeen = lastSeen
+        self.profile = profile
+        self.board = board
         self.series = series
+    }
+
+    /// The one order nodes are shown in: by name, then by id (names are not unique: anyone can
+    /// advertise any name).
+    public static func displayOrder(_ a: NodeStatus, _ b: NodeStatus) -> Bool {
+        a.name != b.name ? a.name < b.name : a.id < b.id
     }
 }
 

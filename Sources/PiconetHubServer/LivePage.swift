@@ -30,8 +30,8 @@ enum LivePage {
  .state.connected{background:#1f6f3f} .state.connecting{background:#8a6d1f}
  .nums{display:grid;grid-template-columns:repeat(4,1fr);gap:.3em;margin-bottom:.5em}
  .nums div{background:#121820;border-radius:4px;padding:.25em .4em}
- .nums b{display:block;font-size:1.2em} canvas{width:100%;height:110px;background:#121820;border-radius:4px}
- .label{font-size:.8em;color:#9aa}
+ .nums b{display:block;font-size:1.2em} canvas{width:100%;height:130px;background:#121820;border-radius:4px}
+ .label{font-size:.8em;color:#9aa} .kind{font-size:.8em;color:#9aa;margin:-.2em 0 .4em}
 </style></head>
 <body>
 <h1>Piconet hub</h1>
@@ -40,51 +40,81 @@ enum LivePage {
 <script>
 "use strict";
 const cards = {};
+// Plot geometry, in canvas pixels: room on the left for the value axis, below for the time axis.
+const AX = {left: 40, right: 8, top: 18, bottom: 20, window: 60};
 function fmt(v, d) { return (v === null || v === undefined || Number.isNaN(v)) ? "–" : v.toFixed(d); }
 function card(n) {
   if (cards[n.id]) return cards[n.id];
   const el = document.createElement("div");
   el.className = "card"; el.id = "node-" + n.id;
   el.innerHTML = `<h2><span class="name"></span><span class="state"></span></h2>
+   <div class="kind"></div>
    <div class="nums"><div>bpm<b class="bpm"></b></div><div>min/avg/max<b class="mam"></b></div>
    <div>RMSSD ms<b class="rmssd"></b></div><div>loss<b class="loss"></b></div>
    <div>steps<b class="steps"></b></div><div>cadence<b class="cad"></b></div>
    <div>activity mg<b class="act"></b></div><div>SDNN ms<b class="sdnn"></b></div></div>
-   <div class="label">heart rate (bpm)</div><canvas class="hr" width="600" height="110"></canvas>
-   <div class="label">motion activity (mg)</div><canvas class="mo" width="600" height="110"></canvas>`;
-  document.getElementById("nodes").appendChild(el);
+   <div class="label">heart rate (bpm) over the last minute</div><canvas class="hr" width="600" height="130"></canvas>
+   <div class="label">motion activity (mg: mean deviation from 1 g over 10 s) over the last minute</div><canvas class="mo" width="600" height="130"></canvas>`;
   cards[n.id] = el; return el;
 }
-function plot(canvas, pts, key, lo, hi, color) {
+// Draws `key` of the points over the last AX.window seconds (or the whole series if longer ago):
+// a value axis with numbers and `unit`, a time axis in seconds before the newest point (labels
+// "-60 s" … "now", the newest point's clock time in the corner), grid lines on both.
+// lo/hi null: auto-scale with a margin, so a resting 60 bpm is not a flat line.
+function plot(canvas, pts, key, lo, hi, unit, color) {
   const g = canvas.getContext("2d"), w = canvas.width, h = canvas.height;
+  const x0 = AX.left, x1 = w - AX.right, y0 = h - AX.bottom, y1 = AX.top;
   g.clearRect(0, 0, w, h);
-  g.strokeStyle = "#2a3440"; g.lineWidth = 1;
-  for (let i = 1; i < 4; i++) { g.beginPath(); g.moveTo(0, h * i / 4); g.lineTo(w, h * i / 4); g.stroke(); }
+  g.font = "11px sans-serif"; g.lineWidth = 1;
   const ps = pts.filter(p => p[key] !== null && p[key] !== undefined);
-  if (ps.length < 2) return 0;
-  if (lo === null) {  // auto-scale with a margin, so a resting 60 bpm is not a flat line
+  const newest = ps.length ? ps[ps.length - 1].t : Date.now() / 1000;
+  const span = Math.max(AX.window, ps.length ? newest - ps[0].t : 0);
+  if (lo === null) {
     const vs = ps.map(p => p[key]);
-    lo = Math.min(...vs) - 5; hi = Math.max(...vs) + 5;
-    g.fillStyle = "#9aa"; g.font = "11px sans-serif";
-    g.fillText(hi.toFixed(0), 4, 12); g.fillText(lo.toFixed(0), 4, h - 4);
+    // round ticks: lo a multiple of 10, the range a multiple of 20 (4 steps of 5, 10, 15…)
+    lo = vs.length ? Math.floor((Math.min(...vs) - 5) / 10) * 10 : 40;
+    hi = vs.length ? lo + Math.max(20, Math.ceil((Math.max(...vs) + 5 - lo) / 20) * 20) : 200;
   }
-  const t1 = ps[ps.length - 1].t, t0 = Math.min(ps[0].t, t1 - 60);
+  // value axis: 5 ticks with numbers, the unit above
+  g.strokeStyle = "#2a3440"; g.fillStyle = "#9aa"; g.textAlign = "right"; g.textBaseline = "middle";
+  for (let i = 0; i <= 4; i++) {
+    const v = lo + (hi - lo) * i / 4, y = y0 - (y0 - y1) * i / 4;
+    g.beginPath(); g.moveTo(x0, y); g.lineTo(x1, y); g.stroke();
+    g.fillText(v.toFixed(0), x0 - 4, y);
+  }
+  g.textAlign = "left"; g.textBaseline = "top"; g.fillText(unit, 2, 2);
+  // time axis: a tick every span/6 seconds, labelled in seconds before the newest point
+  g.textAlign = "center";
+  for (let i = 0; i <= 6; i++) {
+    const ago = span * (6 - i) / 6, x = x0 + (x1 - x0) * i / 6;
+    g.beginPath(); g.moveTo(x, y1); g.lineTo(x, y0 + 3); g.stroke();
+    g.fillText(i === 6 ? "now" : `-${ago.toFixed(0)} s`, Math.min(x, x1 - 12), y0 + 5);
+  }
+  g.textAlign = "right"; g.textBaseline = "top";
+  if (ps.length) g.fillText("now = " + new Date(newest * 1000).toLocaleTimeString(), x1, 2);
+  if (ps.length < 2) return 0;
   g.strokeStyle = color; g.lineWidth = 2; g.beginPath();
   ps.forEach((p, i) => {
-    const x = (p.t - t0) / (t1 - t0) * (w - 4) + 2;
-    const y = h - 4 - (Math.min(hi, Math.max(lo, p[key])) - lo) / (hi - lo) * (h - 8);
+    const x = x0 + (p.t - (newest - span)) / span * (x1 - x0);
+    const y = y0 - (Math.min(hi, Math.max(lo, p[key])) - lo) / (hi - lo) * (y0 - y1);
     if (i === 0) g.moveTo(x, y); else g.lineTo(x, y);
   });
   g.stroke();
   return ps.length;
 }
+// The server sends nodes by name, then id; sorting here too keeps the cards still if it did not.
+function byNameThenId(a, b) { return a.name < b.name ? -1 : a.name > b.name ? 1 : (a.id < b.id ? -1 : a.id > b.id ? 1 : 0); }
 function render(s) {
   document.getElementById("status").textContent =
     `${s.nodes.length} node(s) · ${s.hub.messagesTotal} messages · updated ${new Date(s.generatedAt * 1000).toLocaleTimeString()}` +
     (s.hub.storeHealthy ? "" : " · STORE: " + (s.hub.storeMessage || "unavailable"));
   let plotted = 0;
-  for (const n of s.nodes) {
+  const box = document.getElementById("nodes");
+  for (const n of [...s.nodes].sort(byNameThenId)) {
     const el = card(n);
+    box.appendChild(el);  // (re)placed in display order: a new node never reshuffles the others
+    el.querySelector(".kind").textContent =
+      `simulated profile: ${n.profile || "unknown"} · board: ${n.board || "unknown"}`;
     el.querySelector(".name").textContent = n.name;
     const st = el.querySelector(".state"); st.textContent = n.state; st.className = "state " + n.state;
     el.querySelector(".bpm").textContent = fmt(n.bpm, 0);
@@ -95,8 +125,8 @@ function render(s) {
     el.querySelector(".steps").textContent = n.steps;
     el.querySelector(".cad").textContent = fmt(n.cadence, 0);
     el.querySelector(".act").textContent = fmt(n.activity, 0);
-    plotted += plot(el.querySelector(".hr"), n.series, "bpm", null, null, "#ff6b6b");
-    plotted += plot(el.querySelector(".mo"), n.series, "activity", 0, 800, "#4dabf7");
+    plotted += plot(el.querySelector(".hr"), n.series, "bpm", null, null, "bpm", "#ff6b6b");
+    plotted += plot(el.querySelector(".mo"), n.series, "activity", 0, 800, "mg", "#4dabf7");
   }
   document.body.dataset.plottedPoints = plotted;
 }

@@ -403,6 +403,21 @@ enum Sys {
         }
     }
 
+    /// Ties a socket to one network interface (SO_BINDTODEVICE): it receives only what
+    /// arrives on that interface and its sends are routed out of it. Unprivileged since
+    /// Linux 5.7 on a socket not yet tied to a device.
+    /// The corresponding C function is `setsockopt(SO_BINDTODEVICE)`.
+    static func bindToDevice(_ fd: CInt, _ name: String) throws(IOError) {
+        var bytes = Array(name.utf8)
+        guard !bytes.isEmpty, bytes.count < Int(IFNAMSIZ) else {
+            throw IOError(errno: ENODEV, syscall: "setsockopt(SO_BINDTODEVICE, \(name))")
+        }
+        bytes.append(0)
+        _ = try syscallBlocking("setsockopt", [Int(fd), Int(SOL_SOCKET), Int(SO_BINDTODEVICE), bytes.count]) {
+            bytes.withUnsafeBytes { Glibc.setsockopt(fd, SOL_SOCKET, SO_BINDTODEVICE, $0.baseAddress, socklen_t($0.count)) }
+        }
+    }
+
     /// The corresponding C function is `getsockopt` for an integer option.
     static func getSocketOption(_ fd: CInt, _ level: CInt, _ name: CInt) throws(IOError) -> CInt {
         var v: CInt = 0

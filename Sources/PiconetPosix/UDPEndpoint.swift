@@ -32,6 +32,14 @@ public final class UDPEndpoint: DatagramEndpoint {
         public var sendBufferSize: Int?
         /// Fairness bound for one readiness event (see the type's doc).
         public var maximumDatagramsPerWakeUp = 256
+        /// SO_BINDTODEVICE: the socket receives only what arrives on this interface and sends
+        /// out of it (`--interface` as a boundary). nil: every interface.
+        public var device: String?
+        /// Interface indices whose datagrams are delivered; a datagram that arrived on any other
+        /// interface (IP_PKTINFO) is dropped and counted in `foreignInterfaceDropped`. nil: all.
+        /// The filter for several interfaces, where one SO_BINDTODEVICE cannot say it; setting it
+        /// turns `receivePacketInfo` on.
+        public var acceptedInterfaces: [Int]?
 
         public init(reuseAddress: Bool = false, reusePort: Bool = false, receivePacketInfo: Bool = true,
                     maximumDatagramSize: Int = 65_507) {
@@ -52,6 +60,8 @@ public final class UDPEndpoint: DatagramEndpoint {
         public var wouldBlock = 0
         /// Receive errors other than EAGAIN (e.g. ICMP-reported ECONNREFUSED), skipped.
         public var receiveErrors = 0
+        /// Datagrams that arrived on an interface outside `Options.acceptedInterfaces`: dropped.
+        public var foreignInterfaceDropped = 0
     }
 
     public let loop: EpollLoop
@@ -81,9 +91,10 @@ public final class UDPEndpoint: DatagramEndpoint {
         let fd = socket.rawValue
         if options.reuseAddress { try Sys.setSocketOption(fd, SOL_SOCKET, SO_REUSEADDR, 1) }
         if options.reusePort { try Sys.setSocketOption(fd, SOL_SOCKET, SO_REUSEPORT, 1) }
-        if options.receivePacketInfo, sa.family == AF_INET { try Sys.setSocketOption(fd, CInt(IPPROTO_IP), IP_PKTINFO, 1) }
+        if options.receivePacketInfo || options.acceptedInterfaces != nil, sa.family == AF_INET { try Sys.setSocketOption(fd, CInt(IPPROTO_IP), IP_PKTINFO, 1) }
         if let n = options.receiveBufferSize { try Sys.setSocketOption(fd, SOL_SOCKET, SO_RCVBUF, CInt(clamping: n)) }
         if let n = options.sendBufferSize { try Sys.setSocketOption(fd, SOL_SOCKET, SO_SNDBUF, CInt(clamping: n)) }
+        if let device = options.device { try Sys.bindToDevice(fd, device) }
         try Sys.bind(fd, sa)
         localAddress = try Sys.localAddress(fd)?.endpoint ?? address
         // One byte more than the limit so an oversized datagram shows up as MSG_TRUNC.
@@ -296,6 +307,10 @@ public final class UDPEndpoint: DatagramEndpoint {
             if let pktinfo {
                 d.interfaceIndex = pktinfo.index
                 d.destination = pktinfo.destination.endpoint(port: localAddress.port)
+            }
+            if let accepted = options.acceptedInterfaces, !accepted.contains(d.interfaceIndex ?? -1) {
+                statistics.foreignInterfaceDropped += 1
+                return .some(nil)
             }
             return .some(d)
         }

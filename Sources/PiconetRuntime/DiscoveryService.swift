@@ -72,7 +72,11 @@ public enum DiscoveryInterfaces {
 
 /// One mDNS socket for several interfaces: bound to 0.0.0.0:5353 with SO_REUSEADDR and
 /// SO_REUSEPORT (so avahi-daemon can keep its own), the group joined on each interface,
-/// replies sent from port 5353, multicast sent per interface with IP_MULTICAST_IF.
+/// replies sent from port 5353, multicast sent per interface with IP_MULTICAST_IF, unicast
+/// replies with IP_PKTINFO's interface. The kernel hands a 0.0.0.0 socket every packet for a
+/// group *any* socket on the host joined on *any* interface, and unicast from everywhere:
+/// `dispatch` drops (and counts) what arrived on an interface we were not given, so
+/// `--interface` is a boundary for discovery too.
 final class MDNSTransport {
     let socket: UDPEndpoint
     let interfaces: [NetworkInterface]
@@ -121,7 +125,9 @@ final class MDNSTransport {
                 try socket.setMulticastInterface(index: interfaces[slot].index)
                 _ = try socket.send(bytes, to: MDNS.ipv4Group)
             case let .unicast(to):
-                _ = try socket.send(bytes, to: to)
+                // Out of the interface the exchange belongs to, whatever the routing table
+                // says: an answer never leaves by an interface we were not told to use.
+                _ = try socket.send(bytes, to: to, interfaceIndex: interfaces[slot].index)
             }
         } catch {
             // A full send buffer or a vanished interface loses one packet; the

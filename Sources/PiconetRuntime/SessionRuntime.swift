@@ -107,11 +107,12 @@ public final class UDPSessionHost {
     public let endpoint: UDPEndpoint
     public let session: PeerSession
 
-    /// Binds `address` (port 0: ephemeral) and starts a session there. The
-    /// session's datagrams stay at 1472 bytes (Ethernet MTU) whatever the socket allows.
-    public init(loop: EpollLoop, bind address: EndpointAddress, identity: PeerIdentity,
+    /// Binds `address` (port 0: ephemeral) on `interfaces` (empty: all; see `InterfaceBoundary`)
+    /// and starts a session there. The session's datagrams stay at 1472 bytes (Ethernet MTU)
+    /// whatever the socket allows.
+    public init(loop: EpollLoop, bind address: EndpointAddress, interfaces: [String] = [], identity: PeerIdentity,
                 configuration: SessionConfiguration) throws(SessionRuntimeError) {
-        endpoint = try Self.openSocket(loop: loop, bind: address)
+        endpoint = try Self.openSocket(loop: loop, bind: address, interfaces: interfaces)
         session = try PeerSession(identity: identity, configuration: configuration, endpoint: endpoint, loop: loop)
     }
 

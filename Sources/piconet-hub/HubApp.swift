@@ -114,7 +114,8 @@ final class HubApp {
             bt.options.security = settings.linkSecurity.level
             let host = try BluetoothSessionHost(loop: loop, adapter: adapter, listenPSM: nil, identity: identity, configuration: config,
                                                 bluetoothConfiguration: bt,
-                                                udpBind: settings.transport == .any ? .ipv4(0, 0, 0, 0, port: 0) : nil)
+                                                udpBind: settings.transport == .any ? .ipv4(0, 0, 0, 0, port: 0) : nil,
+                                                udpInterfaces: settings.interfaces)
             if settings.linkSecurity.pairing == .piconet {
                 // Just Works pairing, only with the nodes the hub is dialling.
                 let endpoint = host.bluetooth
@@ -126,7 +127,7 @@ final class HubApp {
             udp = host.udp
             session = host.session
         } else {
-            let endpoint = try UDPEndpoint(loop: loop, bindTo: .ipv4(0, 0, 0, 0, port: 0))
+            let endpoint = try UDPSessionHost.openSocket(loop: loop, bind: .ipv4(0, 0, 0, 0, port: 0), interfaces: settings.interfaces)
             bluetooth = nil
             udp = endpoint
             session = try PeerSession(identity: identity, configuration: config, endpoint: endpoint, loop: loop)
@@ -362,6 +363,9 @@ final class HubApp {
             status.latencyMs = sixty?.latencyMean
             status.lastSeen = snap.map { wall($0.lastSeen) }
             status.series = points
+            let record = record(of: peer)
+            status.profile = record?.info.string("profile")
+            status.board = record?.info.string("board")
             nodes.append(status)
         }
         if ticks % 10 == 0 { recorder.record(snaps, at: WallClock.nanosecondsSinceEpoch()) }

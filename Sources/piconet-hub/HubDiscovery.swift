@@ -57,6 +57,14 @@ extension HubApp {
     /// Whether a Wi-Fi record claims `peer` (Bluetooth prefers Wi-Fi for such nodes).
     func isClaimedOverWiFi(_ peer: PeerID) -> Bool { services.values.contains { Self.claimedPeer($0) == peer } }
 
+    /// The record to show a node's profile and board from: the one at the address where its key
+    /// answered (`targets`), else any record claiming it. A hint for display only, never for trust.
+    func record(of peer: PeerID) -> DiscoveredService? {
+        let claims = services.values.filter { Self.claimedPeer($0) == peer }
+        if let target = targets[peer], let s = claims.first(where: { Self.service($0, reaches: target) }) { return s }
+        return claims.min { $0.name < $1.name }
+    }
+
     func discovery(_ event: DiscoveryEvent) {
         switch event {
         case let .found(s), let .updated(s):

@@ -61,7 +61,8 @@ final class NodeApp {
             bt.options.security = settings.linkSecurity.level
             let host = try BluetoothSessionHost(
                 loop: loop, adapter: adapter, listenPSM: settings.psm, identity: identity, configuration: config,
-                bluetoothConfiguration: bt, udpBind: settings.transport == .any ? .ipv4(0, 0, 0, 0, port: settings.port) : nil)
+                bluetoothConfiguration: bt, udpBind: settings.transport == .any ? .ipv4(0, 0, 0, 0, port: settings.port) : nil,
+                udpInterfaces: settings.interfaces)
             // BT_DEFER_SETUP: refusing everyone is decided at the link; every finer policy needs
             // the hub's identity, which only the invitation inside the channel carries.
             if settings.policy == .declineAll { host.bluetooth.admit = { _ in false } }
@@ -74,7 +75,8 @@ final class NodeApp {
             udp = host.udp
             session = host.session
         } else {
-            let endpoint = try UDPEndpoint(loop: loop, bindTo: .ipv4(0, 0, 0, 0, port: settings.port))
+            let endpoint = try UDPSessionHost.openSocket(loop: loop, bind: .ipv4(0, 0, 0, 0, port: settings.port),
+                                                         interfaces: settings.interfaces)
             bluetooth = nil
             udp = endpoint
             session = try PeerSession(identity: identity, configuration: config, endpoint: endpoint, loop: loop)

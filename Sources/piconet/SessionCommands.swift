@@ -167,9 +167,9 @@ struct ListenCommand: ParsableCommand {
                 bt.listenLE = channel.isLE
                 host = .bluetooth(try BluetoothSessionHost(
                     loop: loop, adapter: adapter, listenPSM: channel.value, identity: identity, configuration: config,
-                    bluetoothConfiguration: bt, udpBind: transport == .any ? try UDPSessionHost.parseAddress(bind) : nil))
+                    bluetoothConfiguration: bt, udpBind: transport == .any ? try UDPSessionHost.parseAddress(bind) : nil, udpInterfaces: common.interface))
             } else {
-                host = .udp(try UDPSessionHost(loop: loop, bind: try UDPSessionHost.parseAddress(bind), identity: identity,
+                host = .udp(try UDPSessionHost(loop: loop, bind: try UDPSessionHost.parseAddress(bind), interfaces: common.interface, identity: identity,
                                                configuration: config))
             }
         } catch {
@@ -460,9 +460,9 @@ struct SendCommand: ParsableCommand {
                 bt.options.security = linkSecurity
                 host = .bluetooth(try BluetoothSessionHost(
                     loop: loop, adapter: adapter, listenPSM: nil, identity: identity, configuration: config,
-                    bluetoothConfiguration: bt, udpBind: transport == .any ? .ipv4(host: 0, port: 0) : nil))
+                    bluetoothConfiguration: bt, udpBind: transport == .any ? .ipv4(host: 0, port: 0) : nil, udpInterfaces: common.interface))
             } else {
-                host = .udp(try UDPSessionHost(loop: loop, bind: .ipv4(host: 0, port: 0), identity: identity, configuration: config))
+                host = .udp(try UDPSessionHost(loop: loop, bind: .ipv4(host: 0, port: 0), interfaces: common.interface, identity: identity, configuration: config))
             }
         } catch {
             throw fail("send", "\(error)", code: 1)

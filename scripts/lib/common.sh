@@ -15,3 +15,39 @@ PICONET_APT_PACKAGES=(
   mosquitto libmosquitto-dev libcoap3-dev  # bench.d/80-mqtt, 81-coap: broker and C clients
   chromium sqlite3         # the main-job stage: browser test of the live page, history checks
 )
+# usage_error WHAT [FIX]: the one-line usage error of every Piconet command (STYLE.md):
+# "NAME: error: WHAT (FIX)" on stderr, exit 64 (EX_USAGE).
+usage_error() {
+  local fix=${2:+ ($2)}
+  printf '%s: error: %s%s\n' "$(basename "$0")" "$1" "$fix" >&2
+  exit 64
+}
+# edit_distance A B: Levenshtein distance (for "did you mean").
+edit_distance() {
+  local a=$1 b=$2 i j cost la=${#1} lb=${#2}
+  local -a prev cur
+  for ((j = 0; j <= lb; j++)); do prev[j]=$j; done
+  for ((i = 1; i <= la; i++)); do
+    cur=([0]=$i)
+    for ((j = 1; j <= lb; j++)); do
+      [ "${a:i-1:1}" = "${b:j-1:1}" ] && cost=0 || cost=1
+      local d=$((prev[j] + 1)) ins=$((cur[j - 1] + 1)) sub=$((prev[j - 1] + cost))
+      ((ins < d)) && d=$ins; ((sub < d)) && d=$sub
+      cur[j]=$d
+    done
+    prev=("${cur[@]}")
+  done
+  echo "${prev[lb]}"
+}
+# did_you_mean WORD CANDIDATE...: prints the closest candidate within distance 3 (or nothing).
+did_you_mean() {
+  local word=$1 best="" bestd=4 c d; shift
+  for c in "$@"; do
+    d=$(edit_distance "$word" "$c")
+    if ((d < bestd)); then best=$c; bestd=$d; fi
+  done
+  [ -n "$best" ] && printf '%s' "$best"
+  return 0
+}
+# need_value FLAG NEXT-ARG-COUNT VALUE: a flag given without its value is a usage error.
+need_value() { [ "$2" -ge 2 ] && [ -n "$3" ] && [ "${3#--}" = "$3" ] || usage_error "$1 needs a value" "see --help"; }
