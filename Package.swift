@@ -9,7 +9,7 @@
 //   peer core:    PiconetDiscovery  PiconetSession      (pure state machines)
 //   base:         PiconetWire  PiconetLoop              (pure: bytes, time, loop API)
 //   OS edge:      PiconetPosix (epoll, sockets, syscalls)  PiconetLights (libgpiod)
-//                 CBlueZ  CGPIOD                        (C headers)
+//                 CBlueZ  CGPIOD  CSodium               (C headers)
 import PackageDescription
 
 let swift6: [SwiftSetting] = [.swiftLanguageMode(.v6)]
@@ -43,7 +43,6 @@ let package = Package(
         .executable(name: "piconet-hub", targets: ["piconet-hub"]),
     ],
     dependencies: [
-        .package(url: "https://github.com/apple/swift-crypto.git", from: "4.5.2"),
         .package(url: "https://github.com/apple/swift-argument-parser.git", from: "1.8.2"),
         .package(url: "https://github.com/groue/GRDB.swift.git", from: "7.10.0"),
         .package(url: "https://github.com/apple/swift-numerics.git", from: "1.1.1"),
@@ -57,6 +56,9 @@ let package = Package(
                        providers: [.apt(["libbluetooth-dev"])]),
         .systemLibrary(name: "CGPIOD", path: "Sources/CGPIOD",
                        providers: [.apt(["libgpiod-dev"])]),
+        // Noise's X25519, ChaCha20-Poly1305, SHA-256/HMAC: a C library the Embedded node can link.
+        .systemLibrary(name: "CSodium", path: "Sources/CSodium",
+                       providers: [.apt(["libsodium-dev"])]),
 
         // Base (pure).
         .target(name: "PiconetWire", swiftSettings: swift6),
@@ -80,7 +82,7 @@ let package = Package(
         // Peer core (pure).
         .target(name: "PiconetDiscovery", dependencies: ["PiconetWire", "PiconetLoop"], swiftSettings: swift6),
         .target(name: "PiconetSession",
-                dependencies: ["PiconetWire", "PiconetLoop", .product(name: "Crypto", package: "swift-crypto")],
+                dependencies: ["PiconetWire", "PiconetLoop", "CSodium"],
                 swiftSettings: swift6),
 
         // Features (pure).

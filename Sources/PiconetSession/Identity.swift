@@ -1,5 +1,3 @@
-import Crypto
-
 /// A peer's stable identifier: the first 16 bytes of SHA-256 of its static
 /// X25519 public key, so it cannot be claimed without the private key (the
 /// Noise handshake proves possession). Printed as 32 lowercase hex digits.
@@ -8,7 +6,7 @@ public struct PeerID: Hashable, Comparable, Sendable, CustomStringConvertible {
     public let bytes: [UInt8]
 
     public init(publicKey: [UInt8]) {
-        bytes = Array(SHA256.hash(data: publicKey).prefix(PeerID.length))
+        bytes = Array(Sodium.sha256(publicKey).prefix(PeerID.length))
     }
 
     /// Parses 32 hex digits (as printed); nil for anything else.

@@ -1,5 +1,3 @@
-import Crypto
-
 /// Noise Protocol Framework (revision 34), exactly one protocol:
 /// `Noise_XX_25519_ChaChaPoly_SHA256`.
 ///
@@ -14,9 +12,10 @@ import Crypto
 ///
 /// Limits: messages are at most 65535 bytes (Noise's own limit); a
 /// `CipherState` refuses to encrypt with nonce 2^64-1 (reserved for rekey), so
-/// a nonce is never reused. Crypto comes from swift-crypto (X25519,
-/// ChaCha20-Poly1305, SHA-256, HMAC); this file only implements the Noise
-/// state machine around it.
+/// a nonce is never reused. Crypto comes from libsodium (`Sodium`: X25519,
+/// ChaCha20-Poly1305 IETF, SHA-256, HMAC-SHA256); this file only implements
+/// the Noise state machine around it. Keys live in `SecretBytes`, wiped when
+/// the last copy of a state that holds them goes.
 
 /// Errors of the Noise layer. Small, typed, never a trap.
 public enum NoiseError: Error, Equatable, Sendable, CustomStringConvertible {
@@ -62,7 +61,7 @@ enum NoiseConstants {
 /// order; the caller guarantees uniqueness on the sending side (a strictly
 /// increasing counter) and the receiver uses a replay window.
 public struct CipherState: Sendable {
-    var key: SymmetricKey?
+    var key: SecretBytes?
     /// The next nonce `encrypt` will use.
     public private(set) var nonce: UInt64 = 0
 
@@ -70,45 +69,26 @@ public struct CipherState: Sendable {
     public static let maxNonce = UInt64.max
 
     init(key: [UInt8]? = nil) {
-        if let key { self.key = SymmetricKey(data: key) }
+        if let key { self.key = SecretBytes(copying: key) }
     }
+
+    init(secret: SecretBytes) { key = secret }
 
     public var hasKey: Bool { key != nil }
 
-    /// Builds a ChaCha20-Poly1305 nonce: 32 zero bits then the 64-bit counter little-endian.
-    static func chachaNonce(_ n: UInt64) -> ChaChaPoly.Nonce {
-        var bytes = [UInt8](repeating: 0, count: 12)
-        for i in 0..<8 { bytes[4 + i] = UInt8(truncatingIfNeeded: n >> (8 * UInt64(i))) }
-        // 12 bytes is always a valid ChaChaPoly nonce length.
-        return (try? ChaChaPoly.Nonce(data: bytes)) ?? ChaChaPoly.Nonce()
+    /// ChaCha20-Poly1305 with the Noise nonce (32 zero bits, then the counter little-endian):
+    /// ciphertext followed by the 16-byte tag.
+    static func seal(_ key: SecretBytes, nonce: UInt64, ad: [UInt8], plaintext: [UInt8]) throws(NoiseError) -> [UInt8] {
+        guard let out = Sodium.seal(key: key, nonce: nonce, ad: ad, plaintext: plaintext) else { throw .decryptionFailed }
+        return out
     }
 
-    static func seal(_ key: SymmetricKey, nonce: UInt64, ad: [UInt8], plaintext: [UInt8]) throws(NoiseError) -> [UInt8] {
-        do {
-            let box = try ChaChaPoly.seal(plaintext, using: key, nonce: chachaNonce(nonce), authenticating: ad)
-            var out = [UInt8]()
-            out.reserveCapacity(plaintext.count + NoiseConstants.tagLength)
-            out.append(contentsOf: box.ciphertext)
-            out.append(contentsOf: box.tag)
-            return out
-        } catch {
-            throw .decryptionFailed
-        }
-    }
-
-    static func open(_ key: SymmetricKey, nonce: UInt64, ad: [UInt8], ciphertext: [UInt8]) throws(NoiseError) -> [UInt8] {
+    static func open(_ key: SecretBytes, nonce: UInt64, ad: [UInt8], ciphertext: [UInt8]) throws(NoiseError) -> [UInt8] {
         guard ciphertext.count >= NoiseConstants.tagLength else {
             throw .truncatedMessage(needed: NoiseConstants.tagLength, got: ciphertext.count)
         }
-        let split = ciphertext.count - NoiseConstants.tagLength
-        do {
-            let box = try ChaChaPoly.SealedBox(nonce: chachaNonce(nonce),
-                                               ciphertext: ciphertext[0..<split],
-                                               tag: ciphertext[split...])
-            return Array(try ChaChaPoly.open(box, using: key, authenticating: ad))
-        } catch {
-            throw .decryptionFailed
-        }
+        guard let out = Sodium.open(key: key, nonce: nonce, ad: ad, ciphertext: ciphertext) else { throw .decryptionFailed }
+        return out
     }
 
     /// Encrypts with the internal nonce and advances it; without a key returns the plaintext (Noise rule).
@@ -147,16 +127,18 @@ public struct CipherState: Sendable {
     /// The counter is not reset (Noise §11.3): both sides rekey at the same point.
     public mutating func rekey() {
         guard let key else { return }
-        guard let out = try? CipherState.seal(key, nonce: CipherState.maxNonce, ad: [],
+        guard var out = try? CipherState.seal(key, nonce: CipherState.maxNonce, ad: [],
                                               plaintext: [UInt8](repeating: 0, count: 32)) else { return }
-        self.key = SymmetricKey(data: out[0..<32])
+        self.key = SecretBytes(copying: Array(out[0..<32]))
+        Sodium.wipe(&out)
     }
 }
 
 /// Noise `SymmetricState` (§5.2) with SHA-256.
 struct SymmetricState {
     var cipher = CipherState()
-    var chainingKey: [UInt8]
+    /// Secret from the first MixKey on (the DH outputs flow into it), so kept as `SecretBytes`.
+    var chainingKey: SecretBytes
     var hash: [UInt8]
 
     init() {
@@ -164,22 +146,19 @@ struct SymmetricState {
         if name.count <= NoiseConstants.hashLength {
             hash = name + [UInt8](repeating: 0, count: NoiseConstants.hashLength - name.count)
         } else {
-            hash = Array(SHA256.hash(data: name))
+            hash = Sodium.sha256(name)
         }
-        chainingKey = hash
+        chainingKey = SecretBytes(copying: hash)
     }
 
     mutating func mixHash(_ data: [UInt8]) {
-        var h = SHA256()
-        h.update(data: hash)
-        h.update(data: data)
-        hash = Array(h.finalize())
+        hash = Sodium.sha256(hash, data)
     }
 
-    mutating func mixKey(_ ikm: [UInt8]) {
+    mutating func mixKey(_ ikm: SecretBytes) {
         let (ck, k) = SymmetricState.hkdf2(chainingKey: chainingKey, ikm: ikm)
         chainingKey = ck
-        cipher = CipherState(key: k)
+        cipher = CipherState(secret: k)
     }
 
     mutating func encryptAndHash(_ plaintext: [UInt8]) throws(NoiseError) -> [UInt8] {
@@ -196,52 +175,56 @@ struct SymmetricState {
 
     /// Two transport cipher states: (initiator→responder, responder→initiator).
     func split() -> (CipherState, CipherState) {
-        let (k1, k2) = SymmetricState.hkdf2(chainingKey: chainingKey, ikm: [])
-        return (CipherState(key: k1), CipherState(key: k2))
+        let (k1, k2) = SymmetricState.hkdf2(chainingKey: chainingKey, ikm: SecretBytes(copying: []))
+        return (CipherState(secret: k1), CipherState(secret: k2))
     }
 
-    static func hmac(key: [UInt8], data: [UInt8]) -> [UInt8] {
-        Array(HMAC<SHA256>.authenticationCode(for: data, using: SymmetricKey(data: key)))
-    }
-
-    /// Noise HKDF with two outputs (RFC 5869 extract + expand, as Noise §4.3 writes it).
-    static func hkdf2(chainingKey: [UInt8], ikm: [UInt8]) -> ([UInt8], [UInt8]) {
-        let temp = hmac(key: chainingKey, data: ikm)
-        let o1 = hmac(key: temp, data: [0x01])
-        let o2 = hmac(key: temp, data: o1 + [0x02])
+    /// Noise HKDF with two outputs (RFC 5869 extract + expand, as Noise §4.3 writes it):
+    /// temp = HMAC(ck, ikm), o1 = HMAC(temp, 0x01), o2 = HMAC(temp, o1 || 0x02). Every
+    /// intermediate is a `SecretBytes`, so none is left behind unwiped.
+    static func hkdf2(chainingKey: SecretBytes, ikm: SecretBytes) -> (SecretBytes, SecretBytes) {
+        let temp = ikm.withBytes { Sodium.hmacSHA256(key: chainingKey, $0) }
+        let one: [UInt8] = [0x01], two: [UInt8] = [0x02]
+        let o1 = one.withUnsafeBufferPointer { Sodium.hmacSHA256(key: temp, $0) }
+        let o2 = o1.withBytes { first in two.withUnsafeBufferPointer { Sodium.hmacSHA256(key: temp, first, $0) } }
         return (o1, o2)
     }
 }
 
 /// An X25519 key pair for Noise (static identity or ephemeral).
-public struct NoiseKeyPair: @unchecked Sendable {
-    // `@unchecked`: swift-crypto's key types are immutable value wrappers.
-    public let privateKey: Curve25519.KeyAgreement.PrivateKey
-    public var publicKey: [UInt8] { Array(privateKey.publicKey.rawRepresentation) }
+public struct NoiseKeyPair: Sendable {
+    /// The private scalar as drawn or given (X25519 clamps it when used); wiped when the last
+    /// copy of this key pair goes.
+    let secret: SecretBytes
+    public let publicKey: [UInt8]
 
-    /// A fresh random key pair (swift-crypto's system CSPRNG).
-    public init() { privateKey = Curve25519.KeyAgreement.PrivateKey() }
+    /// A fresh random key pair: 32 bytes from the kernel's generator (libsodium's `randombytes`).
+    public init() {
+        while true {
+            let s = SecretBytes(count: NoiseConstants.dhLength, writing: { Sodium.randomBytes($0, count: NoiseConstants.dhLength) })
+            // X25519 with the base point does not fail; drawing again keeps this total without a trap.
+            if let p = Sodium.x25519Base(s) { secret = s; publicKey = p; return }
+        }
+    }
 
     /// A key pair from 32 raw private bytes (persisted identity, test vectors).
     public init(privateKeyBytes: [UInt8]) throws(NoiseError) {
-        guard privateKeyBytes.count == NoiseConstants.dhLength,
-              let k = try? Curve25519.KeyAgreement.PrivateKey(rawRepresentation: privateKeyBytes)
-        else { throw .invalidKey }
-        privateKey = k
+        guard privateKeyBytes.count == NoiseConstants.dhLength else { throw .invalidKey }
+        let s = SecretBytes(copying: privateKeyBytes)
+        guard let p = Sodium.x25519Base(s) else { throw .invalidKey }
+        secret = s
+        publicKey = p
     }
 
     /// The raw 32 private bytes, for persistence by the runtime (file mode 0600).
-    public var privateKeyBytes: [UInt8] { Array(privateKey.rawRepresentation) }
+    public var privateKeyBytes: [UInt8] { secret.bytes }
 
-    func dh(_ remotePublic: [UInt8]) throws(NoiseError) -> [UInt8] {
-        guard remotePublic.count == NoiseConstants.dhLength,
-              let pub = try? Curve25519.KeyAgreement.PublicKey(rawRepresentation: remotePublic),
-              let secret = try? privateKey.sharedSecretFromKeyAgreement(with: pub)
+    /// The X25519 shared secret with `remotePublic`. A low-order point (whose "shared" secret
+    /// anyone knows) is refused: libsodium returns -1 for those and for an all-zero result.
+    func dh(_ remotePublic: [UInt8]) throws(NoiseError) -> SecretBytes {
+        guard remotePublic.count == NoiseConstants.dhLength, let shared = Sodium.x25519(secret, remotePublic)
         else { throw .invalidKey }
-        let bytes = secret.withUnsafeBytes { Array($0) }
-        // An all-zero output means a low-order point: refuse it.
-        guard bytes.contains(where: { $0 != 0 }) else { throw .invalidKey }
-        return bytes
+        return shared
     }
 }
 

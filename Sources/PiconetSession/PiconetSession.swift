@@ -4,10 +4,11 @@
 //          |
 //   PiconetSession   PeerSession (driver) → SessionMachine (pure state machine)
 //                    ├─ NoiseHandshake / CipherState  (Noise_XX_25519_ChaChaPoly_SHA256)
+//                    │    └─ Sodium / SecretBytes     (libsodium through CSodium: the only C calls)
 //                    ├─ ReliableSender / ReliableReceiver / ReplayWindow
 //                    └─ SessionFrames (wire types 0x01–0x08)
 //          |
 //   PiconetWire (bytes)   PiconetLoop (time, endpoints)
 //
-// Pure: no Glibc, no Foundation. Time comes in as `Instant`; the driver arms one
-// loop timer at `SessionMachine.nextDeadline`.
+// Pure: no Glibc, no Foundation; C only for libsodium, which builds in Embedded mode too.
+// Time comes in as `Instant`; the driver arms one loop timer at `SessionMachine.nextDeadline`.

@@ -1,4 +1,3 @@
-import Crypto
 import PiconetLoop
 import PiconetWire
 
@@ -687,7 +686,7 @@ public struct SessionMachine {
         case let .bluetooth(a, t, psm): w.writeUInt8(0xB); w.writeBytes(a); w.writeUInt8(t.rawValue); w.writeUInt16(psm)
         case let .memory(n, p): w.writeUInt8(0xE); w.writeUInt64(UInt64(truncatingIfNeeded: n)); w.writeUInt16(p)
         }
-        let mac = HMAC<SHA256>.authenticationCode(for: w.bytes, using: SymmetricKey(data: secret))
+        let mac = Sodium.hmacSHA256(key: secret, data: w.bytes)
         return Array(Array(mac).prefix(CookieReply.cookieLength))
     }
 
@@ -697,7 +696,7 @@ public struct SessionMachine {
         var w = ByteWriter(capacity: 4 + message.count)
         w.writeUInt32(senderIndex)
         w.writeBytes(message)
-        let mac = HMAC<SHA256>.authenticationCode(for: w.bytes, using: SymmetricKey(data: cookie))
+        let mac = Sodium.hmacSHA256(key: cookie, data: w.bytes)
         return Array(Array(mac).prefix(CookieInitiation.macLength))
     }
 

@@ -1,5 +1,3 @@
-import Crypto
-
 /// The session's own randomness: link indices, the instance number and the cookie secrets.
 ///
 /// Seeded once with 256 bits drawn from the generator the caller passes (the runtime passes
@@ -8,7 +6,7 @@ import Crypto
 /// machine) and one output seen by a peer — a link index is sent to every handshake partner —
 /// says nothing about the next one or about the cookie secret.
 struct SessionRandom {
-    private let key: SymmetricKey
+    private let key: SecretBytes
     private var counter: UInt64 = 0
     private var block: [UInt8] = []
 
@@ -18,7 +16,8 @@ struct SessionRandom {
             let v = source.next()
             for i in 0..<8 { seed.append(UInt8(truncatingIfNeeded: v >> (8 * UInt64(i)))) }
         }
-        key = SymmetricKey(data: seed)
+        key = SecretBytes(copying: seed)
+        Sodium.wipe(&seed)
     }
 
     /// `n` fresh bytes.
@@ -30,7 +29,7 @@ struct SessionRandom {
                 var c: [UInt8] = []
                 for i in 0..<8 { c.append(UInt8(truncatingIfNeeded: counter >> (8 * UInt64(i)))) }
                 counter &+= 1
-                block = Array(HMAC<SHA256>.authenticationCode(for: c, using: key))
+                block = Sodium.hmacSHA256(key: key, data: c)
             }
             let take = min(n - out.count, block.count)
             out += block.prefix(take)

@@ -1,4 +1,3 @@
-import Crypto
 import PiconetLoop
 import PiconetTestSupport
 import PiconetWire

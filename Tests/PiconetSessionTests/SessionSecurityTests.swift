@@ -1,4 +1,3 @@
-import Crypto
 import PiconetLoop
 import PiconetTestSupport
 import PiconetWire
@@ -65,7 +64,7 @@ struct MachinePair {
 /// The unkeyed 16-byte SHA-256 checksum unencrypted frames carried before they were
 /// authenticated: anyone can compute it, so it is what a forger sends.
 func unkeyedChecksum(_ ad: [UInt8], _ plain: [UInt8]) -> [UInt8] {
-    Array(SHA256.hash(data: ad + plain).prefix(SealedFrame.minimumBody))
+    Array(Sodium.sha256(ad + plain).prefix(SealedFrame.minimumBody))
 }
 
 @Suite struct SessionSecurityTests {
