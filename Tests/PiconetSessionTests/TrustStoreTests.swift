@@ -31,7 +31,8 @@ import Testing
         #expect(admitted == 0)
         #expect(store.trusted.count == 1)
         #expect(store.refusedStrangers == 1100)
-        #expect(store.admit(hub, name: "hub"), "the real hub still gets in")
+        let hubAgain = store.admit(hub, name: "hub")
+        #expect(hubAgain, "the real hub still gets in")
     }
 
     @Test func onlyAPersonAddsKeysAndTheStoreIsBounded() {
