@@ -256,10 +256,15 @@ final class NodeApp {
                 log("button: accepted \(invitation.peer)")
                 respond(invitation.id, accept: true)
                 // The person's yes outlives the process: the next restart admits this key without a press.
-                session.trustStore.trust(invitation.peer, name: invitation.name)
+                if !session.trustStore.trust(invitation.peer, name: invitation.name) {
+                    log("trust store full (\(session.trustStore.capacity) keys): \(invitation.peer) admitted this time only")
+                }
                 if let failure = trust?.saveIfChanged() { Console.err("piconet-node: \(failure)\n") }
             case let .decline(invitation):
-                log("declined \(invitation.peer)" + (consent.isBusy ? " (several invitations at once)" : ""))
+                // While busy a stranger may invite many times a second: say it on the 1st, 2nd, 4th, … collision.
+                let n = consent.declinedCollisions
+                if !consent.isBusy { log("button: declined \(invitation.peer)") }
+                else if n & (n - 1) == 0 { log("declined \(invitation.peer): several invitations at once (\(n) declined so far)") }
                 respond(invitation.id, accept: false)
             case .showPending:
                 lights?.driver.show(.invitationPending)
