@@ -80,6 +80,10 @@ extension BlinkPattern {
     /// Fast blink, 4 Hz: an invitation is waiting — press the button to accept.
     public static let invitationPending = BlinkPattern(unchecked: "invitation-pending",
                                                        [.milliseconds(125), .milliseconds(125)])
+    /// Triple blink every 1.5 s: more than one invitation arrived at once, so the button
+    /// answers none of them (all were declined); lasts until invitations stop for a while.
+    public static let busy = BlinkPattern(unchecked: "busy", [.milliseconds(80), .milliseconds(80), .milliseconds(80),
+                                                              .milliseconds(80), .milliseconds(80), .milliseconds(1100)])
     /// Double blink every 2 s: something is wrong (see the log or `piconet boards check`).
     public static let error = BlinkPattern(unchecked: "error", [.milliseconds(150), .milliseconds(150),
                                                                 .milliseconds(150), .milliseconds(1550)])
@@ -87,7 +91,7 @@ extension BlinkPattern {
     public static let identify = BlinkPattern(unchecked: "identify", [.milliseconds(50), .milliseconds(50)])
 
     /// Every named pattern, in the order `piconet led test` shows them.
-    public static let all: [BlinkPattern] = [.off, .advertising, .invitationPending, .solid, .error, .identify]
+    public static let all: [BlinkPattern] = [.off, .advertising, .invitationPending, .busy, .solid, .error, .identify]
 
     /// For the constants above, whose segments are known to be valid.
     private init(unchecked name: String, _ segments: [Duration]) {

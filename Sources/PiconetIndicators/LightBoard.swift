@@ -20,6 +20,8 @@ public enum NodeLightState: String, CaseIterable, Equatable, Sendable {
     case advertising
     /// An invitation arrived and waits for consent (the button accepts it).
     case invitationPending
+    /// Several invitations collided: all were declined, the button answers nothing for now.
+    case consentBusy
     /// In a session with at least one peer.
     case paired
     /// The peer went away; advertising again to resume.
@@ -33,6 +35,7 @@ public enum NodeLightState: String, CaseIterable, Equatable, Sendable {
         case .idle: return .off
         case .advertising, .lost: return .advertising
         case .invitationPending: return .invitationPending
+        case .consentBusy: return .busy
         case .paired: return .solid
         case .error: return .error
         }

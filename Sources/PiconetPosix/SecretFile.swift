@@ -2,8 +2,9 @@ import Glibc
 
 /// Small private files: identity keys and trust stores.
 ///
-/// Written atomically (temporary file, fsync, rename) with mode 0600, so a
-/// crash never leaves a half-written key. Reading refuses a file that group or
+/// Written atomically (temporary file created exclusively without following links,
+/// fsync, rename) with mode exactly 0600, so a crash never leaves a half-written key
+/// and a planted link or a looser old file never decides where or how it is written. Reading refuses a file that group or
 /// others can read: a leaked identity key lets anyone impersonate the board.
 public enum SecretFile {
     public enum Failure: Error, Equatable, CustomStringConvertible {
@@ -62,15 +63,35 @@ public enum SecretFile {
         }
     }
 
+    /// The temporary file `write` creates next to `path` before renaming it into place.
+    public static func temporaryPath(for path: String) -> String { path + ".tmp-\(getpid())" }
+
     /// Writes `bytes` to `path` atomically with mode 0600 (directories made 0700 if missing).
+    ///
+    /// The temporary file is created with O_EXCL|O_NOFOLLOW, so whatever sits at its path —
+    /// a symlink planted by someone who can write the directory, or an earlier file with looser
+    /// permissions — is never opened: it is unlinked (a symlink itself, never its target) and
+    /// creation retried once; a second collision is an error. The mode is then set to exactly
+    /// 0600 with fchmod (the creation mode only asks, and the umask may take bits away).
     public static func write(_ path: String, _ bytes: [UInt8]) throws(Failure) {
         if let slash = path.lastIndex(of: "/"), slash != path.startIndex {
             makeDirectories(String(path[..<slash]))
         }
-        let temp = path + ".tmp-\(getpid())"
+        let temp = temporaryPath(for: path)
+        let flags = O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW
+        var created = false
         do throws(IOError) {
-            let fd = try Sys.open(temp, flags: O_WRONLY | O_CREAT | O_TRUNC, mode: 0o600)
+            let fd: CInt
+            do { fd = try Sys.open(temp, flags: flags, mode: 0o600) } catch {
+                // A crashed earlier write with the same pid, or something planted: remove the
+                // entry (not what a symlink points to) and try once more, still exclusively.
+                guard error.errno == EEXIST else { throw error }
+                Sys.unlink(temp)
+                fd = try Sys.open(temp, flags: flags, mode: 0o600)
+            }
+            created = true
             defer { try? Sys.close(fd) }
+            try Sys.changeMode(fd, 0o600)
             let written: Result<Void, IOError> = bytes.withUnsafeBytes { p in
                 var done = 0
                 while done < p.count {
@@ -86,7 +107,8 @@ public enum SecretFile {
             try Sys.fsync(fd)
             try Sys.rename(temp, path)
         } catch {
-            Sys.unlink(temp)
+            // Only a file this call created is ours to remove.
+            if created { Sys.unlink(temp) }
             throw .io(path: path, error)
         }
     }

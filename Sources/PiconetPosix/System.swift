@@ -637,6 +637,11 @@ extension Sys {
         return (st.st_mode, Int(st.st_size), st.st_uid)
     }
 
+    /// The corresponding C function is `fchmod`.
+    static func changeMode(_ fd: CInt, _ mode: mode_t) throws(IOError) {
+        _ = try syscallBlocking("fchmod", [Int(fd), Int(mode)]) { Glibc.fchmod(fd, mode) }
+    }
+
     /// The corresponding C function is `fsync`.
     static func fsync(_ fd: CInt) throws(IOError) {
         _ = try syscallBlocking("fsync", [Int(fd)]) { Glibc.fsync(fd) }

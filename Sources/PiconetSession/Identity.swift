@@ -95,33 +95,74 @@ public func shortAuthenticationString(handshakeHash h: [UInt8]) -> String {
     return String(decoding: out, as: UTF8.self)
 }
 
-/// Trust-on-first-use memory: display name → peer ID. The first peer seen under
-/// a name is remembered; a later peer with the same name but another key is refused.
-/// The runtime loads and saves `entries`. Bounded: names are chosen by peers, so
-/// once `capacity` names are known a new name is refused (and counted) rather
-/// than evicting one already trusted.
+/// A key this node trusts, with the name it used when it was trusted.
+public struct TrustedPeer: Sendable, Equatable {
+    public let peer: PeerID
+    /// A hint for logs and the file only: names are chosen by whoever invites, so nothing is
+    /// ever decided by one.
+    public let name: String
+
+    public init(peer: PeerID, name: String) {
+        self.peer = peer
+        self.name = name
+    }
+}
+
+/// Trust-on-first-use memory, keyed by the key: "trust the first peer, refuse the others".
+///
+/// The first key admitted on first use is pinned; from then on only pinned keys pass
+/// `admit`, whatever name they claim (an inviter chooses its name, so a new name proves
+/// nothing — the old name-keyed store admitted every unseen name, and 1024 junk names
+/// filled it for good). More keys enter only through `trust`, which the runtime calls
+/// after a person said yes (the button) — never on a network event alone.
+/// Bounded by `capacity`, which only a person can fill; the runtime loads and saves `trusted`.
 public struct TrustStore: Sendable, Equatable {
-    public var entries: [String: PeerID]
-    /// The most names remembered (the runtime's file holds as many).
-    public var capacity: Int
-    /// New names refused because the store was full.
+    /// Trusted keys, oldest first.
+    public private(set) var trusted: [TrustedPeer]
+    /// The most keys remembered (the runtime's file holds as many).
+    public let capacity: Int
+    /// Invitations refused because their key is not trusted (a stranger, or a second hub).
+    public private(set) var refusedStrangers = 0
+    /// Keys a person wanted trusted but that did not fit.
     public private(set) var refusedFull = 0
-    public init(entries: [String: PeerID] = [:], capacity: Int = 1024) {
-        self.entries = entries
-        self.capacity = capacity
+
+    public static let defaultCapacity = 16
+
+    /// A store holding `trusted` (the runtime's file, at most `capacity` of them kept).
+    public init(trusted: [TrustedPeer] = [], capacity: Int = TrustStore.defaultCapacity) {
+        self.capacity = max(1, capacity)
+        self.trusted = []
+        for t in trusted where self.trusted.count < self.capacity && !contains(t.peer) { self.trusted.append(t) }
     }
 
-    /// True when `peer` may use `name`; records it on first use.
+    /// True when `peer` is trusted.
+    public func contains(_ peer: PeerID) -> Bool { trusted.contains { $0.peer == peer } }
+
+    /// Trust on first use: true for a trusted key; on an empty store, pins `peer` and
+    /// returns true; every other key is refused (and counted). `name` is only recorded.
     public mutating func admit(_ peer: PeerID, name: String) -> Bool {
-        if let known = entries[name] { return known == peer }
-        guard entries.count < capacity else {
-            refusedFull += 1
+        if contains(peer) { return true }
+        guard trusted.isEmpty else {
+            refusedStrangers += 1
             return false
         }
-        entries[name] = peer
+        trusted.append(TrustedPeer(peer: peer, name: name))
         return true
     }
 
-    /// Equal when they trust the same names; the refusal counter is statistics.
-    public static func == (a: TrustStore, b: TrustStore) -> Bool { a.entries == b.entries }
+    /// A person (or the configuration) trusts `peer`: remembered unless the store is full.
+    /// True when `peer` is trusted afterwards.
+    @discardableResult
+    public mutating func trust(_ peer: PeerID, name: String) -> Bool {
+        if contains(peer) { return true }
+        guard trusted.count < capacity else {
+            refusedFull += 1
+            return false
+        }
+        trusted.append(TrustedPeer(peer: peer, name: name))
+        return true
+    }
+
+    /// Equal when they trust the same keys under the same names; counters are statistics.
+    public static func == (a: TrustStore, b: TrustStore) -> Bool { a.trusted == b.trusted }
 }

@@ -104,7 +104,8 @@ public enum InvitationPolicy: Sendable, Equatable {
     case declineAll
     /// Only these peer IDs; others are declined.
     case allowList(Set<PeerID>)
-    /// A name's first key is trusted; a different key under a known name is declined.
+    /// The first key is pinned (`SessionMachine.trustStore`); every other key is declined,
+    /// whatever name it claims. Whoever reaches a fresh store first wins it.
     case trustOnFirstUse
     /// Emit `.invitationReceived` and wait for `respond(to:accept:)` (a CLI prompt, a GPIO button).
     case ask

@@ -26,7 +26,8 @@ final class NodeApp {
     /// The L2CAP side (`bluetooth`, `any`).
     let bluetooth: BluetoothSessionHost?
     let session: PeerSession
-    /// The trust-on-first-use file, with `--accept tofu` only.
+    /// The trusted hubs' keys on disk, with `--accept tofu` (the first hub) and `ask` (the hubs a
+    /// person accepted with the button, admitted without a press after that).
     let trust: TrustStoreKeeper?
     var advertiser: ServiceAdvertiser?
     var leAdvertiser: BluetoothAdvertiser?
@@ -38,7 +39,13 @@ final class NodeApp {
     var wearable: SimulatedWearable
     var batcher: SampleBatcher
     var hubs: Set<PeerID> = []
-    var pendingInvitation: InvitationID?
+    /// `--accept ask`: which invitation the button answers (one on show at a time; collisions decline all).
+    var consent = ButtonConsent<NodeInvitation>()
+    var consentTimer: TimerID?
+    /// True once the board's button is watched; without one `ask` admits only trusted keys.
+    var hasButton = false
+    /// `ask` invitations from untrusted keys declined because nobody can press a button.
+    var declinedWithoutButton = 0
     var streamTimer: RepeatingTimer?
     var summaryTimer: RepeatingTimer?
     var sent = (batches: 0, dropped: 0, summaries: 0)
@@ -81,7 +88,8 @@ final class NodeApp {
             udp = endpoint
             session = try PeerSession(identity: identity, configuration: config, endpoint: endpoint, loop: loop)
         }
-        trust = settings.policy == .trustOnFirstUse ? try TrustStoreKeeper(path: settings.trustStorePath, session: session) : nil
+        trust = settings.policy == .trustOnFirstUse || settings.policy == .ask
+            ? try TrustStoreKeeper(path: settings.trustStorePath, session: session) : nil
         wearable = SimulatedWearable(seed: settings.seed, start: loop.now, configuration: {
             var c = SimulatedWearable.Configuration()
             c.profile = settings.profile
@@ -120,7 +128,11 @@ final class NodeApp {
         }
         if let bluetooth { try advertiseOverLE(bluetooth) }
         lights?.driver.show(.advertising)
-        try? lights?.watchButton(on: loop) { [unowned self] e in self.button(e) }
+        if (try? lights?.watchButton(on: loop) { [unowned self] e in self.button(e) }) != nil, lights?.button != nil { hasButton = true }
+        if settings.policy == .ask, !hasButton {
+            log("no button on board '\(settings.board)': only trusted hubs (\(trust?.count ?? 0) in \(settings.trustStorePath)) are admitted, "
+                + "every other invitation is declined; pin a hub with --accept <its peer ID>")
+        }
         try loop.onSignal([.interrupt, .terminate]) { [unowned self] _ in self.shutdown() }
         if settings.duration > 0 {
             loop.schedule(after: .milliseconds(Int64(settings.duration * 1000))) { [unowned self] in self.shutdown() }
@@ -169,10 +181,14 @@ final class NodeApp {
     }
 
     func handle(_ event: SessionEvent) {
+        // An invitation on show that ended without the button (timeout, inviter gone): stop asking.
+        if case let .invitationFinished(id, _) = event, let shown = consent.shown, shown.id == id {
+            apply(consent.withdrawn(shown, at: loop.now))
+        }
         switch event {
         case let .invitationReceived(request):
             // Only `ask` reaches here; the other policies answer inside the session.
-            pendingInvitation = request.id
+            guard offerToButton(request) else { return }
             lights?.driver.show(.invitationPending)
             log("invitation from \(TerminalText.escaped(request.displayName)) (\(request.peer)), code \(request.verificationCode): press the button to accept, hold to decline")
         case let .invitationFinished(_, outcome):
@@ -202,21 +218,85 @@ final class NodeApp {
         }
     }
 
-    /// Why this node said no, for the log: under trust on first use a decline means the hub's
-    /// name is already trusted with another key, and only the trust file can change that.
+    /// Why this node said no, for the log: under `tofu` a decline means another key is pinned.
     func declineReason(_ outcome: InvitationOutcome) -> String {
         guard case .declined = outcome, settings.policy == .trustOnFirstUse else { return "" }
-        return " (trust on first use: this hub's name is trusted with another key in \(settings.trustStorePath);"
-            + " remove its entry there to admit the new key)"
+        return " (trust on first use: another hub's key is pinned in \(settings.trustStorePath);"
+            + " move that file away to trust afresh)"
+    }
+
+    /// `ask`: a trusted key is admitted at once; without a button every other key is declined;
+    /// otherwise the invitation goes to the consent machine. True when it is now on show.
+    func offerToButton(_ request: InvitationRequest) -> Bool {
+        if session.trustStore.contains(request.peer) {
+            log("invitation from trusted hub \(request.peer): accepted")
+            respond(request.id, accept: true)
+            return false
+        }
+        guard hasButton else {
+            declinedWithoutButton += 1
+            // A stranger may invite many times a second: say it on the 1st, 2nd, 4th, 8th, … time.
+            if declinedWithoutButton & (declinedWithoutButton - 1) == 0 {
+                log("declined invitation from \(request.peer): not a trusted hub and no button to ask (\(declinedWithoutButton) declined so far)")
+            }
+            respond(request.id, accept: false)
+            return false
+        }
+        let offered = NodeInvitation(id: request.id, peer: request.peer, name: request.displayName)
+        apply(consent.offered(offered, at: loop.now))
+        return consent.shown == offered
     }
 
     func button(_ event: ButtonEvent) {
-        guard let id = pendingInvitation else {
-            if event == .longPress { lights?.driver.identify() }
-            return
+        let ignoredBefore = consent.pressesIgnored
+        apply(consent.pressed(event, at: loop.now))
+        if consent.pressesIgnored > ignoredBefore {
+            log(consent.isBusy ? "button: ignored, several invitations collided (busy)"
+                               : "button: ignored, pressed less than a second after the invitation appeared; press again")
         }
-        pendingInvitation = nil
-        do { try session.respond(to: id, accept: event == .shortPress) } catch { log("invitation: \(error)") }
+    }
+
+    /// Carries out the consent machine's actions and arms its timer.
+    func apply(_ actions: [ButtonConsent<NodeInvitation>.Action]) {
+        for action in actions {
+            switch action {
+            case let .accept(invitation):
+                log("button: accepted \(invitation.peer)")
+                respond(invitation.id, accept: true)
+                // The person's yes outlives the process: the next restart admits this key without a press.
+                if !session.trustStore.trust(invitation.peer, name: invitation.name) {
+                    log("trust store full (\(session.trustStore.capacity) keys): \(invitation.peer) admitted this time only")
+                }
+                if let failure = trust?.saveIfChanged() { Console.err("piconet-node: \(failure)\n") }
+            case let .decline(invitation):
+                // While busy a stranger may invite many times a second: say it on the 1st, 2nd, 4th, … collision.
+                let n = consent.declinedCollisions
+                if !consent.isBusy { log("button: declined \(invitation.peer)") }
+                else if n & (n - 1) == 0 { log("declined \(invitation.peer): several invitations at once (\(n) declined so far)") }
+                respond(invitation.id, accept: false)
+            case .showPending:
+                lights?.driver.show(.invitationPending)
+            case .showBusy:
+                log("several invitations at once: all declined; the button answers none until they stop for "
+                    + "\(consent.busyHold.components.seconds) s (\(consent.declinedCollisions) declined so far)")
+                lights?.driver.show(.consentBusy)
+            case .showResume:
+                lights?.driver.show(hubs.isEmpty ? .advertising : .paired)
+            case .identify:
+                lights?.driver.identify()
+            }
+        }
+        if let timer = consentTimer { loop.cancel(timer) }
+        consentTimer = consent.nextDeadline.map { deadline in
+            loop.schedule(at: deadline) { [unowned self] in
+                self.consentTimer = nil
+                self.apply(self.consent.timerFired(at: self.loop.now))
+            }
+        }
+    }
+
+    func respond(_ id: InvitationID, accept: Bool) {
+        do { try session.respond(to: id, accept: accept) } catch { log("invitation: \(error)") }
     }
 
     func startStreaming() {
@@ -259,4 +339,12 @@ final class NodeApp {
             sent.dropped += 1
         }
     }
+}
+
+/// An invitation waiting for the button: its session id, the key that asked, and the name it
+/// claimed (a hint, kept with the key when the person accepts).
+struct NodeInvitation: Equatable {
+    var id: InvitationID
+    var peer: PeerID
+    var name: String
 }

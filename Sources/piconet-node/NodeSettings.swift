@@ -11,10 +11,11 @@ struct NodeSettings {
     var interfaces: [String] = []
     var port: UInt16 = 0
     var identityPath: String
-    /// Where trust-on-first-use remembers hubs (used only with `policy == .trustOnFirstUse`).
+    /// Where the trusted hubs' keys are kept (`tofu`: the first hub; `ask`: those a person accepted).
     var trustStorePath = ""
-    var policy: InvitationPolicy = .trustOnFirstUse
-    var policyText = "tofu"
+    /// Default `ask`: a stranger never passes without a press (or a key configured in advance).
+    var policy: InvitationPolicy = .ask
+    var policyText = "ask"
     var encryption: EncryptionPreference = .required
     var profile: WearableProfile = .workout
     var seed: UInt64
@@ -80,7 +81,7 @@ struct NodeSettings {
             throw Invalid(description: "unknown profile '\(profileName)'; choose one of \(WearableProfile.all.map(\.name).joined(separator: ", "))")
         }
         s.profile = p
-        let acceptText = try c.string("accept") ?? file?.string("accept") ?? ((try file?.strings("allow-list")).map { $0.joined(separator: ",") }) ?? "tofu"
+        let acceptText = try c.string("accept") ?? file?.string("accept") ?? ((try file?.strings("allow-list")).map { $0.joined(separator: ",") }) ?? "ask"
         (s.policy, s.policyText) = try parsePolicy(acceptText)
         s.encryption = try parseEncryption(c.string("encryption") ?? file?.string("encryption") ?? "required")
         s.adapter = try c.string("adapter") ?? file?.string("adapter")

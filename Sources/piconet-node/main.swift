@@ -20,6 +20,16 @@ enum NodeCommand {
         Flags override the config file. Example (one-machine demo):
           piconet-node --name wearable-1 --interface lo --accept all --identity /tmp/node1.key
 
+        Consent (--accept; names are hints, only a hub's key counts):
+          ask (default)  keys in the trust store are admitted; any other key waits for the board's
+                         button (short press accepts and remembers the key, long press declines;
+                         several invitations at once: all declined, the LED blinks "busy"). Without
+                         a button only trusted keys pass: a stranger never gets in without a person.
+          tofu           the FIRST hub's key is pinned and every other key refused. Whoever reaches
+                         a fresh node first wins it: use on a network you trust while setting up.
+          PEER_ID,...    only these hub keys (scripts/provision --hub-key writes it: config key allow-list).
+          all, none      everyone / no one.
+
         Config file keys (JSON object) are the long option names: name, service, interface, port, identity,
         trust-store, accept, encryption, profile, seed, motion-hz, board, boards-dir, transport, adapter, psm,
         security, pairing; and role, state-dir, gpio-chip, allow-list (older camelCase keys are accepted too).
@@ -36,8 +46,8 @@ enum NodeCommand {
             .value("port", "port", help: "UDP port for the session (0 = any free port)."),
             .value("identity", "path", help: "Identity key file (created with mode 0600 on first run)."),
             .value("trust-store", "path",
-                   help: "With --accept tofu: file of trusted hub names and keys, kept across restarts (default: trust.json next to the identity key)."),
-            .value("accept", "policy", help: "Consent policy: all, tofu, ask (button), none, or a comma-separated list of hub peer IDs."),
+                   help: "With --accept ask or tofu: file of trusted hub keys, kept across restarts (default: trust.json next to the identity key)."),
+            .value("accept", "policy", help: "Consent policy: ask (the default: trusted keys, else the button), tofu, all, none, or a comma-separated list of hub peer IDs."),
             .value("encryption", "mode", help: "Encryption preference: required, optional or none."),
             .value("profile", "profile",
                    help: "Simulated wearable profile: \(WearableProfile.all.map(\.name).joined(separator: ", "))."),
