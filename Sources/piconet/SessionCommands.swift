@@ -518,10 +518,14 @@ struct SendCommand: ParsableCommand {
             return max(0, sent - (open + perMessage - 1) / perMessage)
         }
         var target: EndpointAddress?
-        func invite(_ a: EndpointAddress) {
+        /// `expecting`: the peer ID the discovery record claims; another key answering there is refused
+        /// (`.unexpectedPeer`) instead of receiving the messages (the record is only a claim).
+        func invite(_ a: EndpointAddress, expecting claimed: PeerID? = nil) {
             invited = true
             target = a
-            do { try session.invite(a, context: Array("piconet send".utf8), timeout: .seconds(Int64(timeout))) } catch {
+            do {
+                try session.invite(a, expecting: claimed, context: Array("piconet send".utf8), timeout: .seconds(Int64(timeout)))
+            } catch {
                 errorLine("piconet send: \(error)")
                 loop.stop()
             }
@@ -604,7 +608,7 @@ struct SendCommand: ParsableCommand {
                     if let s = p.wifi, let h = s.addresses.lazy.compactMap({ a -> UInt32? in if case let .v4(v) = a { return v }; return nil }).first {
                         if let pending = bluetoothOnly { loop.cancel(pending.timer) }
                         emitLine("found \"\(p.name)\" over Wi-Fi at \(IPAddress.v4(h)):\(s.port)")
-                        invite(.ipv4(host: h, port: s.port))
+                        invite(.ipv4(host: h, port: s.port), expecting: p.peerID.flatMap { PeerID(hex: $0) })
                         pb.stop()
                     } else if transport == .any {
                         // Seen over LE first: give mDNS a moment to offer the faster route.
@@ -626,7 +630,7 @@ struct SendCommand: ParsableCommand {
                         return
                     }
                     for case let .v4(h) in s.addresses {
-                        invite(.ipv4(host: h, port: s.port))
+                        invite(.ipv4(host: h, port: s.port), expecting: s.info.string("peer").flatMap { PeerID(hex: $0) })
                         return
                     }
                 }
