@@ -63,6 +63,9 @@ public enum FileSystem {
         }
     }
 
+    /// Removes a file. The corresponding C function is `unlink`.
+    public static func remove(_ path: String) throws(IOError) { try Sys.removeFile(path) }
+
     /// The names in `directory` (without "." and ".."), sorted. The corresponding C function is `readdir`.
     public static func entries(of directory: String) throws(IOError) -> [String] {
         try Sys.directoryEntries(directory).sorted()

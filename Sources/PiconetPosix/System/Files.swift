@@ -67,6 +67,11 @@ extension Sys {
         _ = try? syscallBlocking("unlink", []) { Glibc.unlink(path) }
     }
 
+    /// The corresponding C function is `unlink`.
+    static func removeFile(_ path: String) throws(IOError) {
+        _ = try syscallBlocking("unlink", []) { Glibc.unlink(path) }
+    }
+
     /// The corresponding C function is `mkdir`.
     /// A directory that already exists is not an error.
     static func makeDirectory(_ path: String, mode: mode_t) throws(IOError) {
