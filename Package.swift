@@ -135,7 +135,7 @@ let package = Package(
         .testTarget(name: "PiconetSensorsTests", dependencies: ["PiconetSensors", "PiconetHub", "PiconetTestSupport"], swiftSettings: swift6),
         .testTarget(name: "PiconetStoreTests", dependencies: ["PiconetStore", "PiconetTestSupport"], swiftSettings: swift6),
         // Store crash-test child and hub ingest benchmark (the test finds it beside the test bundle).
-        .executableTarget(name: "piconet-store-tool", dependencies: ["PiconetStore", "PiconetHub", "PiconetSensors"],
+        .executableTarget(name: "piconet-store-tool", dependencies: ["PiconetStore", "PiconetHub", "PiconetSensors", "PiconetPosix"],
                           swiftSettings: swift6),
         .testTarget(name: "PiconetHubServerTests",
                     dependencies: ["PiconetHubServer", .product(name: "HummingbirdTesting", package: "hummingbird")],

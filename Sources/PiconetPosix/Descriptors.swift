@@ -143,4 +143,6 @@ public struct Errno: RawRepresentable, Hashable, Sendable {
     public static let messageTooLong = Errno(rawValue: EMSGSIZE)
     public static let noBufferSpace = Errno(rawValue: ENOBUFS)
     public static let permissionDenied = Errno(rawValue: EACCES)
+    public static let isADirectory = Errno(rawValue: EISDIR)
+    public static let fileTooLarge = Errno(rawValue: EFBIG)
 }

@@ -2,10 +2,11 @@
 //
 //   features / peer core (pure)   ← get bytes and `now`, return actions
 //   PiconetLoop (EventLoop API)   ← what they program against
-//   PiconetPosix (this module)    ← EpollLoop, UDP/TCP (and L2CAP/HCI) sockets, System.swift
+//   PiconetPosix (this module)    ← EpollLoop, UDP/TCP (and L2CAP/HCI) sockets, System/
 //   Linux kernel                  ← epoll, timerfd, eventfd, signalfd, sockets
 //
-// Only this module (and PiconetLights) calls libc, and inside it only System.swift does.
+// Only this module (and PiconetLights' GPIOChip.swift) calls libc, and inside it only the
+// syscall layer in System/ does (LayeringTests checks).
 //
 // A typical process (an mDNS responder on one interface):
 //

@@ -1,5 +1,5 @@
 // Finding and reading `Boards/*.json`.
-import Glibc
+import PiconetPosix
 
 /// The board profiles of one directory.
 public struct BoardCatalog {
@@ -18,7 +18,7 @@ public struct BoardCatalog {
     /// `.build/debug/piconet`), `/etc/piconet/boards`, `/usr/share/piconet/boards`.
     public static func defaultDirectory(executable: String? = CommandLine.arguments.first) -> String? {
         var candidates: [String] = []
-        if let env = getenv("PICONET_BOARDS") { candidates.append(String(cString: env)) }
+        if let env = CurrentProcess.environment("PICONET_BOARDS") { candidates.append(env) }
         candidates.append("Boards")
         if let exe = executable, exe.contains("/") {
             var dir = String(exe[..<(exe.lastIndex(of: "/") ?? exe.endIndex)])
@@ -30,20 +30,17 @@ public struct BoardCatalog {
             }
         }
         candidates += ["/etc/piconet/boards", "/usr/share/piconet/boards"]
-        return candidates.first { isDirectory($0) }
+        return candidates.first { FileSystem.isDirectory($0) }
     }
 
     /// Loads every `*.json` in `directory`.
     public init(directory: String) throws(BoardProfileError) {
-        guard let dir = opendir(directory) else {
-            throw BoardProfileError(file: directory, field: "(directory)", why: "cannot open: \(String(cString: strerror(errno)))")
+        let names: [String]
+        do {
+            names = try FileSystem.entries(of: directory).filter { $0.hasSuffix(".json") }
+        } catch {
+            throw BoardProfileError(file: directory, field: "(directory)", why: "cannot open: \(error.message)")
         }
-        var names: [String] = []
-        while let e = readdir(dir) {
-            let name = withUnsafeBytes(of: e.pointee.d_name) { String(decoding: $0.prefix(while: { $0 != 0 }), as: UTF8.self) }
-            if name.hasSuffix(".json") { names.append(name) }
-        }
-        closedir(dir)
         var profiles: [BoardProfile] = []
         var errors: [BoardProfileError] = []
         for name in names.sorted() {
@@ -80,29 +77,14 @@ public struct BoardCatalog {
     }
 
     static func readFile(_ path: String) throws(BoardProfileError) -> [UInt8] {
-        let fd = open(path, O_RDONLY | O_CLOEXEC)
-        guard fd >= 0 else {
-            throw BoardProfileError(file: path, field: "(file)", why: "cannot open: \(String(cString: strerror(errno)))")
+        do {
+            return try FileSystem.read(path, limit: maximumFileSize)
+        } catch where error.syscall == "open" {
+            throw BoardProfileError(file: path, field: "(file)", why: "cannot open: \(error.message)")
+        } catch where error.syscall == "read" && error.errno == Errno.fileTooLarge.rawValue {
+            throw BoardProfileError(file: path, field: "(file)", why: "larger than \(maximumFileSize) bytes; not a profile")
+        } catch {
+            throw BoardProfileError(file: path, field: "(file)", why: "cannot read: \(error.message)")
         }
-        defer { close(fd) }
-        var out: [UInt8] = []
-        var chunk = [UInt8](repeating: 0, count: 4096)
-        while true {
-            let n = chunk.withUnsafeMutableBytes { read(fd, $0.baseAddress, $0.count) }
-            if n < 0 {
-                if errno == EINTR { continue }
-                throw BoardProfileError(file: path, field: "(file)", why: "cannot read: \(String(cString: strerror(errno)))")
-            }
-            if n == 0 { return out }
-            out += chunk[0..<n]
-            if out.count > maximumFileSize {
-                throw BoardProfileError(file: path, field: "(file)", why: "larger than \(maximumFileSize) bytes; not a profile")
-            }
-        }
-    }
-
-    static func isDirectory(_ path: String) -> Bool {
-        var st = stat()
-        return stat(path, &st) == 0 && (st.st_mode & S_IFMT) == S_IFDIR
     }
 }

@@ -1,6 +1,5 @@
 // A board profile against the running machine: `piconet boards check`, and
 // opening the board's LEDs and button on the loop.
-import Glibc
 import PiconetIndicators
 import PiconetLights
 import PiconetLoop
@@ -47,7 +46,7 @@ public enum BoardCheck {
             out.append(.init(level: .ok, message: "no GPIO on this board: LED states are logged (simulated lines)"))
         }
         if let hci = profile.bluetoothAdapter {
-            if BoardCatalog.isDirectory("\(sysfsBluetooth)/\(hci)") {
+            if FileSystem.isDirectory("\(sysfsBluetooth)/\(hci)") {
                 out.append(.init(level: .ok, message: "Bluetooth adapter \(hci) present"))
             } else {
                 out.append(.init(level: .warning, message: "no Bluetooth adapter \(hci) (\(sysfsBluetooth)/\(hci) missing): "

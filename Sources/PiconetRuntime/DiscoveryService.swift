@@ -6,7 +6,6 @@
 //   MDNSTransport                           (one socket: 0.0.0.0:5353, group joined per interface)
 //        │ UDPEndpoint, IP_PKTINFO tells which interface a packet came in on
 //   EpollLoop
-import Glibc
 import PiconetDiscovery
 import PiconetLoop
 import PiconetPosix
@@ -63,10 +62,7 @@ public enum DiscoveryInterfaces {
 
     /// This machine's name as a host label (`pi-kitchen`), from gethostname.
     public static func systemHostName() -> HostName {
-        var buf = [CChar](repeating: 0, count: 256)
-        guard gethostname(&buf, buf.count - 1) == 0 else { return HostName.sanitized("piconet") }
-        let bytes = buf.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }
-        return HostName.sanitized(String(decoding: bytes, as: UTF8.self))
+        HostName.sanitized(CurrentProcess.hostName() ?? "piconet")
     }
 }
 
@@ -140,7 +136,7 @@ final class MDNSTransport {
 
     /// A per-process seed for a state machine's random delays.
     static func seed(_ loop: EventLoop, _ slot: Int) -> UInt64 {
-        UInt64(bitPattern: loop.now.nanoseconds) ^ UInt64(UInt32(bitPattern: getpid())) << 32 ^ UInt64(slot) &* 0x9E37_79B9
+        UInt64(bitPattern: loop.now.nanoseconds) ^ UInt64(UInt32(bitPattern: CurrentProcess.id)) << 32 ^ UInt64(slot) &* 0x9E37_79B9
     }
 }
 

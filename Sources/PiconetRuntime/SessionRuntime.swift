@@ -1,4 +1,3 @@
-import Glibc
 import PiconetLoop
 import PiconetPosix
 import PiconetSession
@@ -20,7 +19,7 @@ public enum SessionRuntimeError: Error, Equatable, CustomStringConvertible {
 
     public var description: String {
         switch self {
-        case let .keyFile(.io(p, e)) where e.errno == EISDIR:
+        case let .keyFile(.io(p, e)) where e.errno == Errno.isADirectory.rawValue:
             return "identity key: \(p) is a directory (give a file path, e.g. \(p.hasSuffix("/") ? p : p + "/")identity.key)"
         case let .keyFile(f): return "identity key: \(f)"
         case let .malformedKey(path, n):
@@ -40,8 +39,8 @@ public enum SessionIdentityFile {
 
     /// `$PICONET_HOME`, else `$HOME/.config/piconet`: where the CLI keeps keys and trust.json.
     public static var directory: String {
-        if let home = getenv("PICONET_HOME").map({ String(cString: $0) }), !home.isEmpty { return home }
-        let home = getenv("HOME").map { String(cString: $0) } ?? "/root"
+        if let home = CurrentProcess.environment("PICONET_HOME"), !home.isEmpty { return home }
+        let home = CurrentProcess.environment("HOME") ?? "/root"
         return home + "/.config/piconet"
     }
 

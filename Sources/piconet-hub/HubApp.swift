@@ -1,4 +1,3 @@
-import Glibc
 import PiconetDiscovery
 import PiconetHub
 import PiconetHubServer
@@ -175,7 +174,7 @@ final class HubApp {
             let probe = try TCPListener(loop: loop, bindTo: .ipv4(host: ip.value, port: UInt16(port)))
             probe.close()
         } catch {
-            if error.errno == EADDRINUSE {
+            if error.errno == Errno.addressInUse.rawValue {
                 throw HubStartFailure(status: ExitStatus.unavailable,
                                       description: "HTTP port \(port) on \(host) is in use (stop what holds it, or give --http \(host):PORT with a free port, or --http off)")
             }

@@ -1,5 +1,4 @@
 import ArgumentParser
-import Glibc
 import PiconetRuntime
 import PiconetPosix
 
@@ -112,17 +111,17 @@ func runHub() -> Never {
     do {
         var command = try HubCommand.parseAsRoot(Array(CommandLine.arguments.dropFirst()))
         try command.run()
-        exit(0)
+        CurrentProcess.exit(0)
     } catch let code as ExitCode {
-        exit(code.rawValue)   // the line was printed where the failure was
+        CurrentProcess.exit(code.rawValue)   // the line was printed where the failure was
     } catch {
         let status = HubCommand.exitCode(for: error)
         if status == .success {
             Console.out(HubCommand.fullMessage(for: error) + "\n")
-            exit(0)
+            CurrentProcess.exit(0)
         }
         Console.err(ParserMessage.oneLine(HubCommand.fullMessage(for: error), command: "piconet-hub") + "\n")
-        exit(status == .validationFailure ? ExitStatus.usage : status.rawValue)
+        CurrentProcess.exit(status == .validationFailure ? ExitStatus.usage : status.rawValue)
     }
 }
 

@@ -10,13 +10,12 @@
 //   piconet-l2cap-probe ping ADAPTER PEER PSM le|bredr COUNT SIZE
 //       COUNT sequential round trips (20 warm-up first); print "P50_US P99_US"
 // Servers print "ready" once listening. Errors are one line on stdout, exit 2.
-import Glibc
 import PiconetLoop
 import PiconetPosix
 
 func fail(_ message: String) -> Never {
     print("piconet-l2cap-probe: \(message)")
-    exit(2)
+    CurrentProcess.exit(2)
 }
 
 func adapter(_ s: String) -> BluetoothAdapter {
@@ -59,7 +58,7 @@ do {
             c.onClose = { _ in if mode == "sink" { loop.stop() } }
         }
         print("ready")
-        fflush(nil)
+        CurrentProcess.flushOutput()
         try loop.run()
         listener.close()
     case "source", "ping":
@@ -118,4 +117,4 @@ do {
 } catch {
     fail("\(error)")
 }
-exit(0)
+CurrentProcess.exit(0)

@@ -20,7 +20,6 @@
 //       channel); print "OK reliable N/N echoed in order across D channel drops (lost L
 //       times, resumed R times)"
 // Exit 0 on success, 1 on a session failure, 2 on bad usage or setup (one line on stdout).
-import Glibc
 import PiconetLoop
 import PiconetPosix
 import PiconetRuntime
@@ -28,7 +27,7 @@ import PiconetSession
 
 func fail(_ message: String, code: Int32 = 2) -> Never {
     print("piconet-l2cap-session: \(message)")
-    exit(code)
+    CurrentProcess.exit(code)
 }
 
 func adapter(_ s: String) -> BluetoothAdapter {
@@ -80,7 +79,7 @@ do {
             case let .closed(_, error): print("SESSION channel closed: \(error.map { "\($0)" } ?? "orderly"); unreliable received \(unreliable)")
             case let .refused(a, why): print("SESSION channel from \(a) refused: \(why)")
             }
-            fflush(nil)
+            CurrentProcess.flushOutput()
         }
         session.onEvent = { event in
             switch event {
@@ -93,16 +92,16 @@ do {
                     ? ", verification \(session.verificationCode(for: peer) ?? "?"), session datagrams \(session.datagramSize(to: peer) ?? 0)"
                     : ""
                 print("SESSION \(peer) \(state)\(extra)")
-                fflush(nil)
+                CurrentProcess.flushOutput()
             case let .peerClosed(peer, reason):
                 print("SESSION \(peer) closed: \(reason); unreliable received \(unreliable)")
-                fflush(nil)
+                CurrentProcess.flushOutput()
             default:
                 break
             }
         }
         print("ready")
-        fflush(nil)
+        CurrentProcess.flushOutput()
         try loop.run()
         host.close()
     case "invite":
@@ -136,7 +135,7 @@ do {
                 if echoed < count {
                     drops += 1
                     print("channel closed: \(error.map { "\($0)" } ?? "orderly") at echo \(echoed)/\(count); the session resumes over a new one")
-                    fflush(nil)
+                    CurrentProcess.flushOutput()
                 }
             case .refused: break
             }
@@ -184,7 +183,7 @@ do {
                   + (drops > 0 ? ", across \(drops) channel drops" : ""))
             host.bluetooth.onChannelEvent = nil
             host.close()
-            exit(0)
+            CurrentProcess.exit(0)
         }
         fail(outcome ?? "stopped", code: 1)
     case "stream":
@@ -216,14 +215,14 @@ do {
                 print("STREAM channel closed (\(error.map { "\($0)" } ?? "orderly")) at message \(sent)")
             case .refused: break
             }
-            fflush(nil)
+            CurrentProcess.flushOutput()
         }
         s.onEvent = { event in
             switch event {
             case let .invitationFinished(_, .accepted(p)):
                 peer = p
                 print("STREAM streaming")
-                fflush(nil)
+                CurrentProcess.flushOutput()
                 tick()
                 loop.schedule(after: .seconds(seconds)) { sending = false; if echoed == sent { loop.stop() } }
             case let .invitationFinished(_, other):
@@ -233,7 +232,7 @@ do {
                 if state == .connecting, peer != nil { lost += 1; wasLost = true }
                 if state == .connected, wasLost { resumed += 1; wasLost = false }
                 print("STREAM peer \(state) at message \(sent)")
-                fflush(nil)
+                CurrentProcess.flushOutput()
             case let .received(bytes, _, .reliable):
                 guard bytes == Array("stream \(echoed)".utf8) else {
                     outcome = "echo \(echoed) out of order or duplicated: \(String(decoding: bytes.prefix(40), as: UTF8.self))"
@@ -256,7 +255,7 @@ do {
             print("OK reliable \(echoed)/\(sent) echoed in order across \(drops) channel drops (lost \(lost) times, resumed \(resumed) times)")
             host.bluetooth.onChannelEvent = nil
             host.close()
-            exit(0)
+            CurrentProcess.exit(0)
         }
         fail(outcome ?? "stopped (\(echoed)/\(sent) echoed)", code: 1)
     default:
@@ -265,4 +264,4 @@ do {
 } catch {
     fail("\(error)")
 }
-exit(0)
+CurrentProcess.exit(0)

@@ -1,9 +1,8 @@
-import Glibc
 import PiconetLoop
 import PiconetPosix
 
 /// Flushes stdout so a parent reading a pipe sees "ready" at once.
-func flush() { fflush(nil) }
+func flush() { CurrentProcess.flushOutput() }
 
 /// One-outstanding-message UDP round trips through the EpollLoop; the bench's Piconet side.
 final class UDPPing {

@@ -8,13 +8,12 @@
 //
 // Each mode prints "ready" once its loop is set up (signals blocked), so a parent knows
 // when a signal will be handled rather than kill it.
-import Glibc
 import PiconetLoop
 import PiconetPosix
 
 func fail(_ message: String) -> Never {
     print("piconet-loop-probe: \(message)")
-    exit(2)
+    CurrentProcess.exit(2)
 }
 
 let args = Array(CommandLine.arguments.dropFirst())
@@ -52,4 +51,4 @@ do {
 } catch {
     fail("\(error)")
 }
-exit(0)
+CurrentProcess.exit(0)

@@ -1,4 +1,3 @@
-import Glibc
 import PiconetDiscovery
 import PiconetLoop
 import PiconetPosix
@@ -99,7 +98,7 @@ enum NodeCommand {
         do {
             let app = try NodeApp(settings)
             try app.run()
-        } catch let e as IOError where e.errno == EADDRINUSE && settings.port != 0 {
+        } catch let e as IOError where e.errno == Errno.addressInUse.rawValue && settings.port != 0 {
             // The session socket is the only fixed port the node binds (mDNS shares 5353).
             Console.err("piconet-node: error: UDP port \(settings.port) is in use (stop what holds it, or give another --port; 0 takes any free one)\n")
             return ExitStatus.unavailable
@@ -123,4 +122,4 @@ enum NodeCommand {
     }
 }
 
-exit(NodeCommand.main(Array(CommandLine.arguments.dropFirst())))
+CurrentProcess.exit(NodeCommand.main(Array(CommandLine.arguments.dropFirst())))

@@ -7,36 +7,23 @@
 //                                                 aggregate, store); prints messages/s
 //   piconet-store-tool export-frames SECONDS FILE  the same messages as text, for baselines
 //
-// Executables may read the clock and use Glibc; the libraries below do not.
-import Glibc
+// Executables may read the clock; libc only through PiconetPosix (LayeringTests).
 import PiconetHub
 import PiconetLoop
+import PiconetPosix
 import PiconetSensors
 import PiconetStore
 
-func monotonicNow() -> Instant {
-    var ts = timespec()
-    clock_gettime(CLOCK_MONOTONIC, &ts)
-    return Instant(nanoseconds: Int64(ts.tv_sec) * 1_000_000_000 + Int64(ts.tv_nsec))
-}
+func monotonicNow() -> Instant { MonotonicClock.now() }
 
 /// Writes one line straight to a descriptor: unbuffered, so a parent sees every line even if we die next.
 func writeLine(_ fd: Int32, _ line: String) {
-    var bytes = Array((line + "\n").utf8)
-    var off = 0
-    while off < bytes.count {
-        let n = bytes.withUnsafeMutableBytes { buf -> Int in
-            guard let base = buf.baseAddress else { return 0 }
-            return write(fd, base + off, buf.count - off)
-        }
-        if n <= 0 { if errno == EINTR { continue }; return }
-        off += n
-    }
+    if fd == 2 { Console.err(line + "\n") } else { Console.out(line + "\n") }
 }
 
 func fail(_ message: String) -> Never {
     writeLine(2, "piconet-store-tool: \(message)")
-    exit(2)
+    CurrentProcess.exit(2)
 }
 
 /// Frames from `nodes` simulated wearables, `seconds` of virtual time each, as the hub would receive them.
@@ -125,12 +112,12 @@ case "ingest-bench":
 case "export-frames":
     // export-frames SECONDS FILE: the same messages, one line each: node, arrival ns, hex frame (for baselines).
     guard args.count == 4, let seconds = Int(args[2]) else { fail("usage: piconet-store-tool export-frames SECONDS FILE") }
-    guard let file = fopen(args[3], "w") else { fail("cannot write \(args[3])") }
+    var text = ""
     for f in simulatedFrames(nodes: 10, seconds: seconds) {
         let hex = f.frame.map { b -> String in let h = String(b, radix: 16); return h.count == 1 ? "0" + h : h }.joined()
-        fputs("\(f.node.rawValue) \(f.at.nanoseconds) \(hex)\n", file)
+        text += "\(f.node.rawValue) \(f.at.nanoseconds) \(hex)\n"
     }
-    fclose(file)
+    do { try FileSystem.write(args[3], Array(text.utf8)) } catch { fail("cannot write \(args[3]): \(error)") }
 
 default:
     fail("unknown command \(args[1])")

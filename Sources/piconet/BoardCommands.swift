@@ -1,5 +1,4 @@
 import ArgumentParser
-import Glibc
 import PiconetIndicators
 import PiconetLights
 import PiconetLoop
@@ -12,8 +11,7 @@ let boardCommands: [ParsableCommand.Type] = [BoardsCommand.self, LEDCommand.self
 
 /// Prints one line to stderr (errors and warnings; stdout stays machine-readable).
 private func printError(_ s: String) {
-    var line = s + "\n"
-    line.withUTF8 { _ = write(2, $0.baseAddress, $0.count) }
+    Console.err(s + "\n")
 }
 
 /// Where profiles come from: `--boards-dir`, else `BoardCatalog.defaultDirectory()`.

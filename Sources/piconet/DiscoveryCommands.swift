@@ -1,5 +1,4 @@
 import ArgumentParser
-import Glibc
 import PiconetDiscovery
 import PiconetLoop
 import PiconetPosix
@@ -10,16 +9,8 @@ import PiconetWire
 let discoveryCommands: [ParsableCommand.Type] = [AdvertiseCommand.self, BrowseCommand.self]
 
 /// Writes one line to a descriptor and flushes nothing else: stdout lines reach a pipe at once.
-private func writeLine(_ s: String, to fd: CInt = 1) {
-    var line = s + "\n"
-    line.withUTF8 { p in
-        var off = 0
-        while off < p.count {
-            let n = write(fd, p.baseAddress.map { $0 + off }, p.count - off)
-            if n <= 0 { if n < 0 && errno == EINTR { continue }; return }
-            off += n
-        }
-    }
+private func writeLine(_ s: String, to fd: Int32 = 1) {
+    if fd == 2 { Console.err(s + "\n") } else { Console.out(s + "\n") }
 }
 
 /// Prints `piconet <command>: error: <message>` on stderr and exits 64 (bad arguments).
@@ -46,7 +37,7 @@ private func parseNumber<T: FixedWidthInteger>(_ text: String?, _ what: String, 
 private func makeLoop(_ command: String) throws -> EpollLoop {
     // A program started with `&` from a script inherits SIGINT ignored; an ignored signal
     // is discarded before signalfd can see it, so Ctrl-C / kill -INT would do nothing.
-    signal(SIGINT, SIG_DFL)
+    try? CurrentProcess.restoreDefaultAction(for: .interrupt)
     do { return try EpollLoop() } catch {
         writeLine("piconet \(command): cannot create the event loop: \(error)", to: 2)
         throw ExitCode(1)

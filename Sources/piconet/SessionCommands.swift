@@ -1,5 +1,4 @@
 import ArgumentParser
-import Glibc
 import PiconetDiscovery
 import PiconetLoop
 import PiconetPosix
@@ -11,22 +10,8 @@ import PiconetWire
 let sessionCommands: [ParsableCommand.Type] = [ListenCommand.self, SendCommand.self, SessionBenchCommand.self]
 
 /// Writes one line straight to a descriptor (no stdio buffer: a pipe sees it at once).
-private func put(_ s: String, fd: CInt) {
-    var line = s + "\n"
-    line.withUTF8 { p in
-        guard let base = p.baseAddress else { return }
-        var done = 0
-        while done < p.count {
-            let n = write(fd, base + done, p.count - done)
-            if n < 0, errno == EINTR { continue }
-            if n <= 0 { return }
-            done += n
-        }
-    }
-}
-
-func emitLine(_ s: String) { put(s, fd: 1) }
-func errorLine(_ s: String) { put(s, fd: 2) }
+func emitLine(_ s: String) { Console.out(s + "\n") }
+func errorLine(_ s: String) { Console.err(s + "\n") }
 
 /// Prints `piconet COMMAND: error: MESSAGE` and returns the exit code to throw; code 2
 /// (the old "bad arguments") is a usage error, 64, as in the other binaries.
@@ -96,9 +81,7 @@ struct SessionCommonOptions: ParsableArguments {
 }
 
 private func localHostName() -> String {
-    var buf = [CChar](repeating: 0, count: 256)
-    guard gethostname(&buf, 255) == 0 else { return "piconet" }
-    return String(decoding: buf.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
+    CurrentProcess.hostName() ?? "piconet"
 }
 
 struct ListenCommand: ParsableCommand {
@@ -435,16 +418,12 @@ struct SendCommand: ParsableCommand {
         let adapter = transport.usesBluetooth ? try radio.resolveAdapter("send") : nil
         var payload: [UInt8] = []
         if let file {
-            guard let f = fopen(file, "rb") else { throw fail("send", "\(file): cannot open (errno \(errno))", code: 1) }
-            defer { fclose(f) }
-            var chunk = [UInt8](repeating: 0, count: 65536)
-            while true {
-                let n = fread(&chunk, 1, chunk.count, f)
-                if n <= 0 { break }
-                payload += chunk[0..<n]
-                if payload.count > ReliableConfiguration().maximumMessageSize {
-                    throw fail("send", "\(file) is larger than 1 MiB", code: 1)
-                }
+            do {
+                payload = try FileSystem.read(file, limit: ReliableConfiguration().maximumMessageSize)
+            } catch where error.errno == Errno.fileTooLarge.rawValue {
+                throw fail("send", "\(file) is larger than 1 MiB", code: 1)
+            } catch {
+                throw fail("send", "\(file): cannot read: \(error)", code: 1)
             }
         }
         let text = message
@@ -698,11 +677,7 @@ private func fixed(_ decimals: Int, _ v: Double) -> String {
 }
 
 /// Monotonic nanoseconds, for the benchmark's own timing (the loop's `now` is per wake-up).
-private func monotonicNanoseconds() -> Int64 {
-    var ts = timespec()
-    clock_gettime(CLOCK_MONOTONIC, &ts)
-    return Int64(ts.tv_sec) * 1_000_000_000 + Int64(ts.tv_nsec)
-}
+private func monotonicNanoseconds() -> Int64 { MonotonicClock.now().nanoseconds }
 
 /// Emits `NAME_p50_us` and `NAME_p99_us` of nanosecond samples (nothing when there are none).
 private func emitPercentiles(_ name: String, _ samples: [Int64]) {

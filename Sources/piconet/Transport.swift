@@ -1,5 +1,4 @@
 import ArgumentParser
-import Glibc
 import PiconetDiscovery
 import PiconetLoop
 import PiconetPosix
@@ -144,15 +143,7 @@ struct ChannelPSM {
 /// Prints `piconet <command>: error: <message>` on stderr; the caller throws the result
 /// (exit `code`; 2, the old "bad arguments", is the usage status 64 as everywhere).
 func cliFailure(_ command: String, _ message: String, code: Int32) -> ExitCode {
-    var line = "piconet \(command): error: \(message)\n"
-    line.withUTF8 { p in
-        var off = 0
-        while off < p.count {
-            let n = write(2, p.baseAddress.map { $0 + off }, p.count - off)
-            if n <= 0 { if n < 0 && errno == EINTR { continue }; return }
-            off += n
-        }
-    }
+    Console.err("piconet \(command): error: \(message)\n")
     return ExitCode(code == 2 ? ExitStatus.usage : code)
 }
 

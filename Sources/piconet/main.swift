@@ -1,5 +1,5 @@
 import ArgumentParser
-import Glibc
+import PiconetPosix
 import PiconetRuntime
 
 /// The `piconet` command: discovery, sessions, boards and LEDs from a shell.
@@ -32,17 +32,17 @@ func runPiconet() -> Never {
     do {
         var command = try PiconetCommand.parseAsRoot(Array(CommandLine.arguments.dropFirst()))
         try command.run()
-        exit(0)
+        CurrentProcess.exit(0)
     } catch let code as ExitCode {
-        exit(code.rawValue)   // the line was printed where the failure was
+        CurrentProcess.exit(code.rawValue)   // the line was printed where the failure was
     } catch {
         let status = PiconetCommand.exitCode(for: error)
         if status == .success {
             print(PiconetCommand.fullMessage(for: error))
-            exit(0)
+            CurrentProcess.exit(0)
         }
         errorLine(ParserMessage.oneLine(PiconetCommand.fullMessage(for: error), command: "piconet"))
-        exit(status == .validationFailure ? ExitStatus.usage : status.rawValue)
+        CurrentProcess.exit(status == .validationFailure ? ExitStatus.usage : status.rawValue)
     }
 }
 

@@ -1,0 +1,76 @@
+/// The running process as the executables see it: its environment, host name, id and exit.
+///
+/// Typed doors onto the syscall layer (System/Process.swift), so no executable and no
+/// runtime file needs libc for them; each entry is recorded by `SyscallMock` in tests.
+public enum CurrentProcess {
+    /// The process id. The corresponding C function is `getpid`.
+    public static var id: Int32 { Sys.processID() }
+
+    /// An environment variable's value, nil when unset. The corresponding C function is `getenv`.
+    public static func environment(_ name: String) -> String? { Sys.environmentValue(name) }
+
+    /// The machine's host name, nil when it cannot be read. The corresponding C function is `gethostname`.
+    public static func hostName() -> String? { try? Sys.hostName() }
+
+    /// Ends the process with `status`, flushing what `print` buffered. The corresponding C function is `exit`.
+    public static func exit(_ status: Int32) -> Never { Sys.exit(status) }
+
+    /// Writes out what `print` buffered (stdio), e.g. before a line another process waits for.
+    /// The corresponding C function is `fflush(NULL)`.
+    public static func flushOutput() { Sys.flushStandardStreams() }
+
+    /// Restores the default action of `signal`. A program started with `&` from a script
+    /// inherits SIGINT ignored, and an ignored signal is discarded before a signalfd sees it,
+    /// so Ctrl-C / kill -INT would do nothing. The corresponding C function is `signal(_, SIG_DFL)`.
+    public static func restoreDefaultAction(for signal: Signal) throws(IOError) {
+        try Sys.restoreDefaultAction(signal.rawValue)
+    }
+}
+
+/// Reading the file system (board profiles, message files): typed errors, never libc.
+public enum FileSystem {
+    /// Reads a whole file of at most `limit` bytes (`IOError` EFBIG past it).
+    /// The corresponding C functions are `open`, `read` and `close`.
+    public static func read(_ path: String, limit: Int) throws(IOError) -> [UInt8] {
+        let fd = try Sys.open(path, flags: Sys.readOnly)
+        defer { try? Sys.close(fd) }
+        var out: [UInt8] = []
+        var chunk = [UInt8](repeating: 0, count: 4096)
+        while true {
+            let r = try chunk.withUnsafeMutableBytes { p in
+                Result { () throws(IOError) in try Sys.read(fd, p) }
+            }.get()
+            guard case let .processed(n) = r else { throw IOError(errno: Errno.wouldBlock.rawValue, syscall: "read") }
+            if n == 0 { return out }
+            out += chunk[0..<n]
+            if out.count > limit { throw IOError(errno: Errno.fileTooLarge.rawValue, syscall: "read") }
+        }
+    }
+
+    /// Creates or truncates `path` (mode 0644 before the umask) and writes `bytes` to it; for
+    /// plain output files (exports, reports), not secrets (`SecretFile` writes those 0600, atomically).
+    /// The corresponding C functions are `open(O_WRONLY|O_CREAT|O_TRUNC)`, `write` and `close`.
+    public static func write(_ path: String, _ bytes: [UInt8]) throws(IOError) {
+        let fd = try Sys.open(path, flags: Sys.createTruncate, mode: 0o644)
+        defer { try? Sys.close(fd) }
+        var off = 0
+        while off < bytes.count {
+            let r = try bytes.withUnsafeBytes { p in
+                Result { () throws(IOError) in try Sys.write(fd, UnsafeRawBufferPointer(rebasing: p[off...])) }
+            }.get()
+            guard case let .processed(n) = r, n > 0 else { throw IOError(errno: Errno.wouldBlock.rawValue, syscall: "write") }
+            off += n
+        }
+    }
+
+    /// Removes a file. The corresponding C function is `unlink`.
+    public static func remove(_ path: String) throws(IOError) { try Sys.removeFile(path) }
+
+    /// The names in `directory` (without "." and ".."), sorted. The corresponding C function is `readdir`.
+    public static func entries(of directory: String) throws(IOError) -> [String] {
+        try Sys.directoryEntries(directory).sorted()
+    }
+
+    /// Whether `path` names a directory. The corresponding C function is `stat`.
+    public static func isDirectory(_ path: String) -> Bool { Sys.isDirectory(path) }
+}

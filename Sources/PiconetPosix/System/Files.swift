@@ -1,0 +1,127 @@
+// The syscall layer, descriptors and small files (see Syscall.swift for the funnel every entry goes through).
+import CPiconetPosix
+import Glibc
+
+extension Sys {
+    // MARK: descriptors
+
+    /// The corresponding C function is `close`. Never retried: on Linux the fd is gone even on EINTR.
+    static func close(_ fd: CInt) throws(IOError) {
+        if let forced = syscallHook("close", [Int(fd)]) { throw IOError(errno: forced, syscall: "close") }
+        if Glibc.close(fd) == -1 {
+            let e = Glibc.errno
+            if e == EINTR { return }
+            if e == EBADF { preconditionFailure("close(\(fd)): bad descriptor — closed twice, a bug in Piconet") }
+            throw IOError(errno: e, syscall: "close")
+        }
+    }
+
+    /// The corresponding C function is `read`.
+    static func read(_ fd: CInt, _ buffer: UnsafeMutableRawBufferPointer) throws(IOError) -> IOResult<Int> {
+        try syscall("read", [Int(fd), buffer.count]) { Glibc.read(fd, buffer.baseAddress, buffer.count) }
+    }
+
+    /// The corresponding C function is `write`.
+    static func write(_ fd: CInt, _ buffer: UnsafeRawBufferPointer) throws(IOError) -> IOResult<Int> {
+        try syscall("write", [Int(fd), buffer.count]) { Glibc.write(fd, buffer.baseAddress, buffer.count) }
+    }
+
+    /// The corresponding C function is `pipe2` (with O_CLOEXEC | O_NONBLOCK).
+    static func pipe() throws(IOError) -> (read: CInt, write: CInt) {
+        var fds: (CInt, CInt) = (-1, -1)
+        _ = try syscallBlocking("pipe2", []) {
+            withUnsafeMutablePointer(to: &fds) {
+                $0.withMemoryRebound(to: CInt.self, capacity: 2) { CPiconetPosix.pipe2($0, O_CLOEXEC | O_NONBLOCK) }
+            }
+        }
+        return (fds.0, fds.1)
+    }
+
+
+    // MARK: small files (identity keys, trust stores)
+    /// The corresponding C function is `open` (with O_CLOEXEC; `mode` applies on create).
+    static func open(_ path: String, flags: CInt, mode: mode_t = 0) throws(IOError) -> CInt {
+        try syscallBlocking("open", [Int(flags), Int(mode)]) { Glibc.open(path, flags | O_CLOEXEC, mode) }
+    }
+
+    /// The corresponding C function is `fstat`: the file's permission bits and size.
+    static func fileStatus(_ fd: CInt) throws(IOError) -> (mode: mode_t, size: Int, owner: uid_t) {
+        var st = stat()
+        _ = try syscallBlocking("fstat", [Int(fd)]) { Glibc.fstat(fd, &st) }
+        return (st.st_mode, Int(st.st_size), st.st_uid)
+    }
+
+    /// The corresponding C function is `fchmod`.
+    static func changeMode(_ fd: CInt, _ mode: mode_t) throws(IOError) {
+        _ = try syscallBlocking("fchmod", [Int(fd), Int(mode)]) { Glibc.fchmod(fd, mode) }
+    }
+
+    /// The corresponding C function is `fsync`.
+    static func fsync(_ fd: CInt) throws(IOError) {
+        _ = try syscallBlocking("fsync", [Int(fd)]) { Glibc.fsync(fd) }
+    }
+
+    /// The corresponding C function is `rename`.
+    static func rename(_ from: String, _ to: String) throws(IOError) {
+        _ = try syscallBlocking("rename", []) { Glibc.rename(from, to) }
+    }
+
+    /// The corresponding C function is `unlink`.
+    /// Best effort (a temporary file left behind): errors are ignored.
+    static func unlink(_ path: String) {
+        _ = try? syscallBlocking("unlink", []) { Glibc.unlink(path) }
+    }
+
+    /// The corresponding C function is `unlink`.
+    static func removeFile(_ path: String) throws(IOError) {
+        _ = try syscallBlocking("unlink", []) { Glibc.unlink(path) }
+    }
+
+    /// The corresponding C function is `mkdir`.
+    /// A directory that already exists is not an error.
+    static func makeDirectory(_ path: String, mode: mode_t) throws(IOError) {
+        do {
+            _ = try syscallBlocking("mkdir", [Int(mode)]) { Glibc.mkdir(path, mode) }
+        } catch where error.errno == EEXIST {
+        }
+    }
+
+    /// The corresponding C function is `stat`: whether `path` names a directory (following links).
+    static func isDirectory(_ path: String) -> Bool {
+        var st = stat()
+        guard (try? syscallBlocking("stat", [], { () -> CInt in stat(path, &st) })) != nil else { return false }
+        return (st.st_mode & S_IFMT) == S_IFDIR
+    }
+
+    /// The names in a directory (without "." and ".."), in no particular order.
+    /// The corresponding C functions are `opendir`, `readdir` and `closedir`.
+    static func directoryEntries(_ path: String) throws(IOError) -> [String] {
+        if let forced = syscallHook("opendir", []) { throw IOError(errno: forced, syscall: "opendir") }
+        var dir: OpaquePointer?
+        while true {
+            dir = opendir(path)
+            if dir != nil || Glibc.errno != EINTR { break }
+        }
+        guard let dir else { throw IOError(errno: Glibc.errno, syscall: "opendir") }
+        defer { closedir(dir) }
+        var names: [String] = []
+        while let e = readdir(dir) {
+            let name = withUnsafeBytes(of: e.pointee.d_name) { String(decoding: $0.prefix(while: { $0 != 0 }), as: UTF8.self) }
+            if name != "." && name != ".." { names.append(name) }
+        }
+        return names
+    }
+
+    /// The corresponding C function is `fflush(NULL)`: writes out what `print` buffered.
+    static func flushStandardStreams() {
+        _ = syscallHook("fflush", [])
+        fflush(nil)
+    }
+}
+
+extension Sys {
+    /// `O_RDONLY`, for callers outside this folder.
+    static let readOnly: CInt = O_RDONLY
+    /// `O_WRONLY | O_CREAT | O_TRUNC`, for callers outside this folder.
+    static let createTruncate: CInt = O_WRONLY | O_CREAT | O_TRUNC
+}

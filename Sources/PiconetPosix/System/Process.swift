@@ -1,0 +1,124 @@
+// The syscall layer, threads and processes (see Syscall.swift for the funnel every entry goes through).
+import CPiconetPosix
+import Glibc
+
+extension Sys {
+    // MARK: threads, processes
+
+
+    /// The kernel thread id of the caller. The corresponding C function is `gettid`.
+    static func threadID() -> Int {
+        _ = syscallHook("gettid", [])
+        return Int(gettid())
+    }
+
+    /// The corresponding C function is `getpid`.
+    static func processID() -> Int32 {
+        _ = syscallHook("getpid", [])
+        return getpid()
+    }
+
+    /// The value of an environment variable, nil when unset. The corresponding C function is `getenv`.
+    static func environmentValue(_ name: String) -> String? {
+        if syscallHook("getenv", []) != nil { return nil }
+        return getenv(name).map { String(cString: $0) }
+    }
+
+    /// The machine's host name. The corresponding C function is `gethostname`.
+    static func hostName() throws(IOError) -> String {
+        var buffer = [CChar](repeating: 0, count: 256)
+        _ = try syscallBlocking("gethostname", [buffer.count]) {
+            buffer.withUnsafeMutableBufferPointer { Glibc.gethostname($0.baseAddress!, $0.count - 1) }
+        }
+        return String(decoding: buffer.prefix(while: { $0 != 0 }).map { UInt8(bitPattern: $0) }, as: UTF8.self)
+    }
+
+    /// Ends the process after flushing stdio. The corresponding C function is `exit`.
+    static func exit(_ status: CInt) -> Never {
+        _ = syscallHook("exit", [Int(status)])
+        Glibc.exit(status)
+    }
+
+    /// Restores the default action for `signal` (a second Ctrl-C then ends the process at once).
+    /// The corresponding C function is `signal(_, SIG_DFL)`.
+    static func restoreDefaultAction(_ signal: CInt) throws(IOError) {
+        if let forced = syscallHook("signal", [Int(signal)]) { throw IOError(errno: forced, syscall: "signal") }
+        // SIG_ERR is the handler value -1, which Swift cannot compare as a function.
+        let previous = Glibc.signal(signal, SIG_DFL)
+        if unsafeBitCast(previous, to: Int.self) == -1 { throw IOError(errno: Glibc.errno, syscall: "signal") }
+    }
+
+    /// The corresponding C function is `kill`.
+    static func kill(_ pid: pid_t, _ signal: CInt) throws(IOError) {
+        _ = try syscallBlocking("kill", [Int(pid), Int(signal)]) { Glibc.kill(pid, signal) }
+    }
+
+    /// Waits for a child; returns its raw wait status. The corresponding C function is `waitpid`.
+    static func waitpid(_ pid: pid_t) throws(IOError) -> CInt {
+        var status: CInt = 0
+        _ = try syscallBlocking("waitpid", [Int(pid)]) { Glibc.waitpid(pid, &status, 0) }
+        return status
+    }
+
+    /// Starts `path` with `arguments` (argv[0] included), stdout to `stdoutFD` if given.
+    /// The corresponding C function is `posix_spawn`.
+    static func spawn(_ path: String, _ arguments: [String], stdoutFD: CInt?) throws(IOError) -> pid_t {
+        var actions = posix_spawn_file_actions_t()
+        posix_spawn_file_actions_init(&actions)
+        defer { posix_spawn_file_actions_destroy(&actions) }
+        if let fd = stdoutFD { posix_spawn_file_actions_adddup2(&actions, fd, STDOUT_FILENO) }
+        // The child must not inherit signals blocked by a loop thread of ours.
+        var attr = posix_spawnattr_t()
+        posix_spawnattr_init(&attr)
+        defer { posix_spawnattr_destroy(&attr) }
+        var empty = sigset_t()
+        sigemptyset(&empty)
+        posix_spawnattr_setsigmask(&attr, &empty)
+        posix_spawnattr_setflags(&attr, Int16(POSIX_SPAWN_SETSIGMASK))
+        var cArgs: [UnsafeMutablePointer<CChar>?] = arguments.map { strdup($0) } + [nil]
+        defer { for p in cArgs { free(p) } }
+        var pid: pid_t = 0
+        let rc = syscallHook("posix_spawn", [Int(stdoutFD ?? -1)]) ?? posix_spawn(&pid, path, &actions, &attr, &cArgs, environ)
+        if rc != 0 { throw IOError(errno: rc, syscall: "posix_spawn") }
+        return pid
+    }
+
+    /// The path of the running executable. The corresponding C function is `readlink("/proc/self/exe")`.
+    static func executablePath() -> String? {
+        var buffer = [CChar](repeating: 0, count: 4096)
+        let count = buffer.count - 1
+        guard let n = try? syscallBlocking("readlink", [count], {
+            buffer.withUnsafeMutableBufferPointer { Glibc.readlink("/proc/self/exe", $0.baseAddress!, count) }
+        }), n > 0 else { return nil }
+        return String(decoding: buffer[0..<n].map { UInt8(bitPattern: $0) }, as: UTF8.self)
+    }
+
+    /// Whether `path` exists and is executable. The corresponding C function is `access`.
+    static func isExecutable(_ path: String) -> Bool {
+        (try? syscallBlocking("access", [Int(X_OK)]) { Glibc.access(path, X_OK) }) != nil
+    }
+
+    /// Starts a thread running `body`. The corresponding C function is `pthread_create`.
+    static func startThread(_ body: @escaping @Sendable () -> Void) throws(IOError) -> pthread_t {
+        final class Box { let body: @Sendable () -> Void; init(_ b: @escaping @Sendable () -> Void) { body = b } }
+        let box = Unmanaged.passRetained(Box(body)).toOpaque()
+        var thread = pthread_t()
+        let rc = syscallHook("pthread_create", []) ?? pthread_create(&thread, nil, { arg in
+            guard let arg else { return nil }
+            let b = Unmanaged<Box>.fromOpaque(arg).takeRetainedValue()
+            b.body()
+            return nil
+        }, box)
+        if rc != 0 {
+            Unmanaged<Box>.fromOpaque(box).release()
+            throw IOError(errno: rc, syscall: "pthread_create")
+        }
+        return thread
+    }
+
+    /// The corresponding C function is `pthread_join`.
+    static func joinThread(_ thread: pthread_t) {
+        _ = syscallHook("pthread_join", [])
+        pthread_join(thread, nil)
+    }
+}
