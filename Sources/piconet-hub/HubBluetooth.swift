@@ -111,7 +111,7 @@ extension HubApp {
             // The LE advertisement has only a 16-bit tag, so the question waits for the full ID,
             // which the invitation's handshake proves: invite, then ask before recording anything.
             guard answers != nil else { return }
-            if let peer = bluetoothNodes.peers[address], refused.contains(peer) { return }
+            if let peer = bluetoothNodes.peers[address], nodeManager.refused.contains(peer) { return }
         }
         if let t = bluetoothNodes.retryAt[address], loop.now < t { return }
         do {
@@ -136,13 +136,11 @@ extension HubApp {
                 bluetoothNodes.retryAt[address] = loop.now + .seconds(3600)
                 return true
             }
-            names[peer] = rawName
+            nodeManager.setName(rawName, of: peer)
             bluetoothNodes.connected.insert(peer)
-            if settings.askBeforeInviting, !approved.contains(peer), !questions.contains(peer) {
-                bluetoothNodes.held[peer] = 0
-                questions.append(peer)
-                if questions.count == 1 { ask() }
-            }
+            let (held, actions) = nodeManager.hold(peer)
+            if held { bluetoothNodes.held[peer] = 0 }
+            perform(actions)
             return true
         }
         if !inPlace { say("piconet-hub: invitation to \(name) over Bluetooth \(outcome)\n") }
