@@ -94,6 +94,23 @@ public struct HubNodeManager {
         /// A person answered the question about `peer`.
         case answered(PeerID, held: Bool, yes: Bool)
         case notice(Notice)
+        /// A Bluetooth wake-up the hub asked for (`schedule(_:at:)`) is due.
+        case bluetooth(BluetoothWake)
+    }
+
+    /// Timed looks at Bluetooth-only nodes, whose decisions stay with the hub (an LE-only node
+    /// is known by its address until its handshake proves an ID): the machine only keeps the
+    /// time, so every node-management timer is behind one `nextDeadline`.
+    public enum BluetoothWake: Equatable, Sendable {
+        /// Look at the LE-only node at this address again (invite it unless connected, pending, waiting).
+        case invite(EndpointAddress)
+        /// A channel to a lost node reopened: if it is still not in its session, it restarted.
+        case resumeCheck(PeerID, EndpointAddress)
+    }
+
+    private enum Wake: Equatable {
+        case node(PeerID)
+        case bluetooth(BluetoothWake)
     }
 
     /// Things worth a line in the hub's output (the hub formats and escapes them).
@@ -127,8 +144,8 @@ public struct HubNodeManager {
     public private(set) var questions: [(peer: PeerID, held: Bool)] = []
     /// Keys that answered for another node's ID, logged once each.
     private var impostorKeysLogged: Set<PeerID> = []
-    /// When to look at a peer again (`inviteIfNeeded`), soonest first.
-    private var wakeups: [(at: Instant, peer: PeerID)] = []
+    /// When to look at a peer again (`inviteIfNeeded`) or do a Bluetooth wake-up, soonest first.
+    private var wakeups: [(at: Instant, wake: Wake)] = []
 
     public init(policy: NodeManagerPolicy) {
         self.policy = policy
@@ -186,7 +203,7 @@ public struct HubNodeManager {
     public mutating func peerStateChanged(_ peer: PeerID, _ state: PeerState, at now: Instant) {
         guard state == .notConnected else { return }
         targets[peer] = nil
-        wake(peer, at: now + Self.recheckAfterLeaving)
+        wake(.node(peer), at: now + Self.recheckAfterLeaving)
     }
 
     /// An invitation of an `invite` action finished (withdrawn ones are ignored).
@@ -232,7 +249,10 @@ public struct HubNodeManager {
         var out: [Action] = []
         while let first = wakeups.first, first.at <= now {
             wakeups.removeFirst()
-            inviteIfNeeded(first.peer, at: now, peerState: peerState, into: &out)
+            switch first.wake {
+            case let .node(peer): inviteIfNeeded(peer, at: now, peerState: peerState, into: &out)
+            case let .bluetooth(w): out.append(.bluetooth(w))
+            }
         }
         return out
     }
@@ -323,18 +343,21 @@ public struct HubNodeManager {
 
     private mutating func scheduleRetry(_ peer: PeerID, at now: Instant) {
         retryAt[peer] = now + Self.inviteRetry
-        wake(peer, at: now + Self.inviteRetry)
+        wake(.node(peer), at: now + Self.inviteRetry)
     }
 
+    /// Asks for a `.bluetooth(wake)` action at `t` (from `timerFired`).
+    public mutating func schedule(_ wake: BluetoothWake, at t: Instant) { self.wake(.bluetooth(wake), at: t) }
+
     /// Adds a wake-up, in deadline order (same deadline: insertion order).
-    private mutating func wake(_ peer: PeerID, at t: Instant) {
-        if wakeups.contains(where: { $0.at == t && $0.peer == peer }) { return }
+    private mutating func wake(_ w: Wake, at t: Instant) {
+        if wakeups.contains(where: { $0.at == t && $0.wake == w }) { return }
         guard wakeups.count < Self.tableLimit else {
             counters.wakeupsDropped += 1
             return
         }
         let i = wakeups.firstIndex { $0.at > t } ?? wakeups.endIndex
-        wakeups.insert((t, peer), at: i)
+        wakeups.insert((t, w), at: i)
     }
 
     private mutating func setCooldown(_ claim: NodeClaim, _ d: Duration, at now: Instant) {

@@ -1,4 +1,5 @@
 import PiconetDiscovery
+import PiconetHub
 import PiconetLoop
 import PiconetPosix
 import PiconetRuntime
@@ -82,9 +83,8 @@ extension HubApp {
                 let since = bluetoothNodes.seen[address]?.since ?? loop.now
                 bluetoothNodes.seen[address] = (p, since)
                 if settings.transport == .any, loop.now < since + HubBluetoothNodes.wifiGrace {
-                    loop.schedule(after: since + HubBluetoothNodes.wifiGrace - loop.now) { [weak self] in
-                        self?.inviteOverBluetooth(address)
-                    }
+                    nodeManager.schedule(.invite(address), at: since + HubBluetoothNodes.wifiGrace)
+                    armNodeTimer()
                 } else {
                     inviteOverBluetooth(address)
                 }
@@ -145,7 +145,8 @@ extension HubApp {
         }
         if !inPlace { say("piconet-hub: invitation to \(name) over Bluetooth \(outcome)\n") }
         bluetoothNodes.retryAt[address] = loop.now + Self.inviteRetry
-        loop.schedule(after: Self.inviteRetry) { [weak self] in self?.inviteOverBluetooth(address) }
+        nodeManager.schedule(.invite(address), at: loop.now + Self.inviteRetry)
+        armNodeTimer()
         return true
     }
 
@@ -184,19 +185,24 @@ extension HubApp {
     /// back at a new port, instead of waiting out the 30 s resume window.
     func bluetoothChannelOpened(_ address: EndpointAddress) {
         guard let peer = bluetoothNodes.peers[address], session.state(of: peer) == .connecting else { return }
-        loop.schedule(after: Self.resumeGrace) { [weak self] in
-            guard let self, self.session.state(of: peer) == .connecting, self.bluetoothNodes.peers[address] == peer else { return }
-            if !self.inPlace {
-                self.say("piconet-hub: \(self.displayName(peer)) is back at \(address) but not in its session: restarted; inviting it again\n")
-            }
-            self.session.disconnect(peer)
+        nodeManager.schedule(.resumeCheck(peer, address), at: loop.now + Self.resumeGrace)
+        armNodeTimer()
+    }
+
+    /// `resumeGrace` after the channel reopened: a node still not in its session restarted.
+    func bluetoothResumeCheck(_ peer: PeerID, _ address: EndpointAddress) {
+        guard session.state(of: peer) == .connecting, bluetoothNodes.peers[address] == peer else { return }
+        if !inPlace {
+            say("piconet-hub: \(displayName(peer)) is back at \(address) but not in its session: restarted; inviting it again\n")
         }
+        session.disconnect(peer)
     }
 
     /// A node's session ended: if it was a Bluetooth-only node still advertising, invite it again.
     func bluetoothPeerLeft(_ peer: PeerID) {
         bluetoothNodes.connected.remove(peer)
         guard let address = bluetoothNodes.peers.first(where: { $0.value == peer })?.key else { return }
-        loop.schedule(after: .seconds(1)) { [weak self] in self?.inviteOverBluetooth(address) }
+        nodeManager.schedule(.invite(address), at: loop.now + HubNodeManager.recheckAfterLeaving)
+        armNodeTimer()
     }
 }

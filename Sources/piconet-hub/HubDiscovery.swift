@@ -81,6 +81,10 @@ extension HubApp {
                 }
             case let .notice(notice):
                 report(notice)
+            case let .bluetooth(.invite(address)):
+                inviteOverBluetooth(address)
+            case let .bluetooth(.resumeCheck(peer, address)):
+                bluetoothResumeCheck(peer, address)
             }
         }
         armNodeTimer()

@@ -226,6 +226,19 @@ func invites(_ actions: [HubNodeManager.Action]) -> [(NodeClaim, Bool)] {
         #expect(h.machine.names[peer(2)] == "a")
     }
 
+    @Test func bluetoothWakeUpsShareTheDeadlineAndComeInOrder() throws {
+        var h = NodeHarness()
+        let le = EndpointAddress.ipv4(host: 1, port: 0x80)
+        h.machine.schedule(.resumeCheck(node, le), at: h.now + .seconds(3))
+        h.machine.schedule(.invite(le), at: h.now + .seconds(2))
+        h.machine.schedule(.invite(le), at: h.now + .seconds(2))   // the same wake-up once
+        #expect(h.machine.nextDeadline == h.now + .seconds(2))
+        #expect(h.advance(.milliseconds(1_999)).isEmpty)
+        #expect(h.advance(.milliseconds(1)) == [.bluetooth(.invite(le))])
+        #expect(h.advance(.seconds(1)) == [.bluetooth(.resumeCheck(node, le))])
+        #expect(h.machine.nextDeadline == nil)
+    }
+
     @Test func theServiceTableIsBounded() throws {
         var h = NodeHarness(NodeManagerPolicy(allowList: []))
         for i in 0..<(HubNodeManager.tableLimit + 3) {
