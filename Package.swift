@@ -89,7 +89,7 @@ let package = Package(
         .target(name: "PiconetSensors",
                 dependencies: ["PiconetWire", "PiconetLoop", .product(name: "RealModule", package: "swift-numerics")],
                 swiftSettings: swift6),
-        .target(name: "PiconetHub", dependencies: ["PiconetSensors", "PiconetWire", "PiconetLoop"],
+        .target(name: "PiconetHub", dependencies: ["PiconetSensors", "PiconetWire", "PiconetLoop", "PiconetDiscovery", "PiconetSession"],
                 swiftSettings: swift6),
 
         // Hub history (runtime level: SQLite in WAL mode through GRDB; Foundation allowed here).
@@ -132,7 +132,7 @@ let package = Package(
         .testTarget(name: "PiconetPosixTests", dependencies: ["PiconetPosix", "PiconetTestSupport", "PiconetDiscovery"], swiftSettings: swift6),
         .testTarget(name: "PiconetDiscoveryTests", dependencies: ["PiconetDiscovery", "PiconetTestSupport"], swiftSettings: swift6),
         .testTarget(name: "PiconetSessionTests", dependencies: ["PiconetSession", "PiconetTestSupport"], swiftSettings: swift6),
-        .testTarget(name: "PiconetSensorsTests", dependencies: ["PiconetSensors", "PiconetHub", "PiconetTestSupport"], swiftSettings: swift6),
+        .testTarget(name: "PiconetSensorsTests", dependencies: ["PiconetSensors", "PiconetHub", "PiconetDiscovery", "PiconetSession", "PiconetTestSupport"], swiftSettings: swift6),
         .testTarget(name: "PiconetStoreTests", dependencies: ["PiconetStore", "PiconetTestSupport"], swiftSettings: swift6),
         // Store crash-test child and hub ingest benchmark (the test finds it beside the test bundle).
         .executableTarget(name: "piconet-store-tool", dependencies: ["PiconetStore", "PiconetHub", "PiconetSensors", "PiconetPosix"],

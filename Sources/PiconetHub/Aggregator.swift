@@ -76,6 +76,8 @@ public struct HubCounters: Equatable, Sendable {
     public var rateLimited = 0
     /// Nodes forgotten (gone longer than the hub's grace period): their slots are free again.
     public var forgottenNodes = 0
+    /// Frames parsed (`received(frame:)`): only those the rate limit admitted.
+    public var framesParsed = 0
 }
 
 /// Everything the hub knows about one node, for display and storage.
@@ -146,7 +148,16 @@ public struct Aggregator {
     /// Takes one whole frame (header + payload) from `node`.
     @discardableResult
     public mutating func received(frame bytes: [UInt8], from node: NodeID, at now: Instant) -> IngestResult {
-        guard admit(node, at: now) else { return .rateLimited }
+        receivedFrame(bytes, from: node, at: now).result
+    }
+
+    /// Takes one whole frame from `node` and hands back the message too when it was parsed: the
+    /// node's rate limit is taken first, so a flood is dropped before it costs a parse.
+    @discardableResult
+    public mutating func receivedFrame(_ bytes: [UInt8], from node: NodeID, at now: Instant)
+        -> (result: IngestResult, message: SensorMessage?) {
+        guard admit(node, at: now) else { return (.rateLimited, nil) }
+        counters.framesParsed += 1
         let message: SensorMessage
         do {
             message = try SensorMessage(frameBytes: bytes)
@@ -157,9 +168,9 @@ public struct Aggregator {
             } else {
                 counters.malformedFromUnknown += 1
             }
-            return .malformed(error)
+            return (.malformed(error), nil)
         }
-        return ingest(message, from: node, at: now)
+        return (ingest(message, from: node, at: now), message)
     }
 
     /// Takes one parsed message from `node` (when a session layer already parsed the frame).

@@ -51,31 +51,16 @@ final class HubApp {
     let feed = HubFeed()
     let httpFailure = HTTPServerFailure()
     var refreshTimer: RepeatingTimer?
-    /// Services found over Wi-Fi, by instance name. Their `id` is a claim, not a proof: anyone
-    /// can advertise any ID (see HubDiscovery.swift). Bounded by `tableLimit`.
-    var services: [String: DiscoveredService] = [:]
-    /// Wi-Fi invitations in flight, each bound to the peer its record claimed (at most
-    /// `invitationsPerPeer` per peer: the first one and one probe of another address).
-    var invitations: [InvitationID: HubInvitation] = [:]
-    var retryAt: [PeerID: Instant] = [:]
-    /// Where each node's session runs over Wi-Fi: the address where its key answered. A record
-    /// placing it elsewhere (it restarted on a new port, or someone claims its ID) is probed
-    /// alongside; the session moves only when the same key answers there.
-    var targets: [PeerID: EndpointAddress] = [:]
-    /// Claims not to invite again before a time: an address that answered with another key than
-    /// the claimed one (`impostorCooldown`), or a probe that got no answer (`probeCooldown`).
-    var cooldown: [Claim: Instant] = [:]
-    /// Keys that answered for another node's ID, logged once each; every answer is counted.
-    var impostorKeysLogged: Set<PeerID> = []
-    var impostorAnswers = 0
-    /// Records and questions not kept because a table was full.
-    var discoveryDropped = 0
-    /// `--invite ask`: nodes a person said yes / no to, and the questions waiting, oldest first.
-    var approved: Set<PeerID> = []
-    var refused: Set<PeerID> = []
-    var questions: [PeerID] = []
+    /// Node management (records, invitations, retries, cooldowns, questions, names): a pure
+    /// machine in PiconetHub this app drives (see HubDiscovery.swift).
+    var nodeManager: HubNodeManager
+    /// The session's IDs of the machine's Wi-Fi invitations in flight, both ways.
+    var wifiInvitations: [InvitationID: NodeClaim] = [:]
+    var wifiInvitationIDs: [NodeClaim: InvitationID] = [:]
+    /// Armed for the machine's `nextDeadline`.
+    var nodeTimer: TimerID?
+    var nodeTimerDeadline: Instant?
     var answers: LineInput?
-    var names: [PeerID: String] = [:]
     /// Per node, 1 Hz points for the live page; bounded to `seriesLimit` points, and pruned with
     /// the node (`forgetGoneNodes`).
     var series: [PeerID: [SeriesPoint]] = [:]
@@ -96,7 +81,7 @@ final class HubApp {
     let lights: BoardLights?
 
     static let seriesLimit = 600
-    static let inviteRetry: Duration = .seconds(5)
+    static let inviteRetry = HubNodeManager.inviteRetry
 
     init(_ settings: HubSettings) throws {
         self.settings = settings
@@ -132,6 +117,7 @@ final class HubApp {
             session = try PeerSession(identity: identity, configuration: config, endpoint: endpoint, loop: loop)
         }
         aggregator = Aggregator(configuration: settings.hub)
+        nodeManager = HubNodeManager(policy: NodeManagerPolicy(allowList: settings.allowList, askBeforeInviting: settings.askBeforeInviting))
         recorder = HistoryRecorder(path: settings.databasePath,
                                    retention: RetentionPolicy(rawSamples: .seconds(Int64(settings.retentionDays) * 86_400)))
         if settings.databasePath != nil, case let .memoryOnly(e?) = recorder.mode {
@@ -232,11 +218,12 @@ final class HubApp {
             input.onLine = { [unowned self] line in self.answer(line) }
             input.onEnd = { [unowned self] in
                 Console.err("piconet-hub: standard input closed: no more invitations will be asked for\n")
-                self.questions.removeAll()
+                self.nodeManager.inputClosed()
                 // Bluetooth nodes waiting for an answer get none: they are not kept.
                 for peer in self.bluetoothNodes.held.keys { self.answerHeld(peer, yes: false) }
             }
             answers = input
+            nodeManager.policy.canAsk = true
         }
         lights?.driver.show(.advertising)
         refreshTimer = loop.scheduleRepeating(every: .seconds(1)) { [unowned self] in self.refresh() }
@@ -279,11 +266,9 @@ final class HubApp {
             wifiInvitationFinished(id, outcome)
         case let .peerStateChanged(peer, state):
             if !inPlace { say("piconet-hub: \(displayName(peer)) \(HumanWords.state(state))\n") }
-            if state == .notConnected {
-                targets[peer] = nil
-                bluetoothPeerLeft(peer)
-                loop.schedule(after: .seconds(1)) { [weak self] in self?.inviteIfNeeded(peer) }
-            }
+            nodeManager.peerStateChanged(peer, state, at: loop.now)
+            if state == .notConnected { bluetoothPeerLeft(peer) }
+            armNodeTimer()
             lights?.driver.show(session.connectedPeers.isEmpty ? .advertising : .paired)
         case .invitationReceived, .unstalled, .connectionRefused, .peerClosed:
             break
@@ -293,16 +278,11 @@ final class HubApp {
     func ingest(_ bytes: [UInt8], from peer: PeerID) {
         let node = NodeID(peer.description)
         let now = loop.now
-        let message: SensorMessage
-        do { message = try SensorMessage(frameBytes: bytes) } catch {
-            // Counted by the aggregator as malformed from this node; nothing else is touched.
-            _ = aggregator.received(frame: bytes, from: node, at: now)
-            rejected += 1
-            return
-        }
-        switch aggregator.received(message, from: node, at: now) {
+        // The aggregator takes the node's rate limit before parsing: a flood is dropped unparsed.
+        let (result, message) = aggregator.receivedFrame(bytes, from: node, at: now)
+        switch result {
         case .accepted:
-            if case let .samples(batch) = message {
+            if case let .samples(batch)? = message {
                 if settings.latencyReport != nil {
                     // Same host, same CLOCK_MONOTONIC: the node's sentAt is comparable with our now.
                     if latencies.count < Self.latencyCap { latencies.append((now - batch.sentAt).nanoseconds / 1000) } else { latenciesDropped += 1 }
@@ -334,7 +314,7 @@ final class HubApp {
         var nodes: [NodeStatus] = []
         if ticks % 10 == 0 { forgetGoneNodes() }
         if ticks % 30 == 0, let host = settings.httpHost { httpAccess?.setHosts(Self.ownHostNames(), boundHost: host) }
-        var peers = Set(services.values.compactMap(Self.claimedPeer))
+        var peers = Set(nodeManager.services.values.compactMap(HubNodeManager.claimedPeer))
         for s in snaps { if let p = PeerID(hex: s.id.rawValue) { peers.insert(p) } }
         let byID = Dictionary(snaps.map { ($0.id.rawValue, $0) }, uniquingKeysWith: { a, _ in a })
         for peer in peers.sorted() {
@@ -347,7 +327,7 @@ final class HubApp {
                 if points.count > Self.seriesLimit { points.removeFirst(points.count - Self.seriesLimit) }
                 series[peer] = points
             }
-            var status = NodeStatus(id: peer.description, name: names[peer] ?? String(peer.description.prefix(8)),
+            var status = NodeStatus(id: peer.description, name: nodeManager.names[peer] ?? String(peer.description.prefix(8)),
                                     state: session.state(of: peer).description)
             status.bpm = bpm
             status.min = sixty?.bpmMin
@@ -370,9 +350,9 @@ final class HubApp {
         if ticks % 10 == 0 { recorder.record(snaps, at: WallClock.nanosecondsSinceEpoch()) }
         recorder.flush()
         var info = HubInfo(name: settings.name, messagesTotal: UInt64(aggregator.counters.messages), rejectedTotal: rejected)
-        info.unexpectedPeersTotal = UInt64(impostorAnswers)
+        info.unexpectedPeersTotal = UInt64(nodeManager.counters.impostorAnswers)
         info.forgottenNodesTotal = UInt64(aggregator.counters.forgottenNodes)
-        info.discoveryDroppedTotal = UInt64(discoveryDropped)
+        info.discoveryDroppedTotal = UInt64(nodeManager.counters.discoveryDropped)
         if case let .memoryOnly(e?) = recorder.mode {
             info.storeHealthy = false
             info.storeMessage = "\(e)"

@@ -1,4 +1,5 @@
 import PiconetDiscovery
+import PiconetHub
 import PiconetLoop
 import PiconetPosix
 import PiconetRuntime
@@ -82,9 +83,8 @@ extension HubApp {
                 let since = bluetoothNodes.seen[address]?.since ?? loop.now
                 bluetoothNodes.seen[address] = (p, since)
                 if settings.transport == .any, loop.now < since + HubBluetoothNodes.wifiGrace {
-                    loop.schedule(after: since + HubBluetoothNodes.wifiGrace - loop.now) { [weak self] in
-                        self?.inviteOverBluetooth(address)
-                    }
+                    nodeManager.schedule(.invite(address), at: since + HubBluetoothNodes.wifiGrace)
+                    armNodeTimer()
                 } else {
                     inviteOverBluetooth(address)
                 }
@@ -111,7 +111,7 @@ extension HubApp {
             // The LE advertisement has only a 16-bit tag, so the question waits for the full ID,
             // which the invitation's handshake proves: invite, then ask before recording anything.
             guard answers != nil else { return }
-            if let peer = bluetoothNodes.peers[address], refused.contains(peer) { return }
+            if let peer = bluetoothNodes.peers[address], nodeManager.refused.contains(peer) { return }
         }
         if let t = bluetoothNodes.retryAt[address], loop.now < t { return }
         do {
@@ -136,18 +136,17 @@ extension HubApp {
                 bluetoothNodes.retryAt[address] = loop.now + .seconds(3600)
                 return true
             }
-            names[peer] = rawName
+            nodeManager.setName(rawName, of: peer)
             bluetoothNodes.connected.insert(peer)
-            if settings.askBeforeInviting, !approved.contains(peer), !questions.contains(peer) {
-                bluetoothNodes.held[peer] = 0
-                questions.append(peer)
-                if questions.count == 1 { ask() }
-            }
+            let (held, actions) = nodeManager.hold(peer)
+            if held { bluetoothNodes.held[peer] = 0 }
+            perform(actions)
             return true
         }
         if !inPlace { say("piconet-hub: invitation to \(name) over Bluetooth \(outcome)\n") }
         bluetoothNodes.retryAt[address] = loop.now + Self.inviteRetry
-        loop.schedule(after: Self.inviteRetry) { [weak self] in self?.inviteOverBluetooth(address) }
+        nodeManager.schedule(.invite(address), at: loop.now + Self.inviteRetry)
+        armNodeTimer()
         return true
     }
 
@@ -186,19 +185,24 @@ extension HubApp {
     /// back at a new port, instead of waiting out the 30 s resume window.
     func bluetoothChannelOpened(_ address: EndpointAddress) {
         guard let peer = bluetoothNodes.peers[address], session.state(of: peer) == .connecting else { return }
-        loop.schedule(after: Self.resumeGrace) { [weak self] in
-            guard let self, self.session.state(of: peer) == .connecting, self.bluetoothNodes.peers[address] == peer else { return }
-            if !self.inPlace {
-                self.say("piconet-hub: \(self.displayName(peer)) is back at \(address) but not in its session: restarted; inviting it again\n")
-            }
-            self.session.disconnect(peer)
+        nodeManager.schedule(.resumeCheck(peer, address), at: loop.now + Self.resumeGrace)
+        armNodeTimer()
+    }
+
+    /// `resumeGrace` after the channel reopened: a node still not in its session restarted.
+    func bluetoothResumeCheck(_ peer: PeerID, _ address: EndpointAddress) {
+        guard session.state(of: peer) == .connecting, bluetoothNodes.peers[address] == peer else { return }
+        if !inPlace {
+            say("piconet-hub: \(displayName(peer)) is back at \(address) but not in its session: restarted; inviting it again\n")
         }
+        session.disconnect(peer)
     }
 
     /// A node's session ended: if it was a Bluetooth-only node still advertising, invite it again.
     func bluetoothPeerLeft(_ peer: PeerID) {
         bluetoothNodes.connected.remove(peer)
         guard let address = bluetoothNodes.peers.first(where: { $0.value == peer })?.key else { return }
-        loop.schedule(after: .seconds(1)) { [weak self] in self?.inviteOverBluetooth(address) }
+        nodeManager.schedule(.invite(address), at: loop.now + HubNodeManager.recheckAfterLeaving)
+        armNodeTimer()
     }
 }
