@@ -51,11 +51,13 @@ extension UDPSessionHost {
         do {
             options = try InterfaceBoundary.options(options, interfaces: interfaces)
         } catch {
+            if case .noSuchInterface = error { throw .noSuchInterface(error.description) }
             throw .socket(address: address.description, reason: error.description)
         }
         do {
             return try UDPEndpoint(loop: loop, bindTo: address, options: options)
         } catch {
+            if error.errno == Errno.addressInUse.rawValue { throw .addressInUse(address: address.description) }
             let on = interfaces.isEmpty ? "" : " on \(interfaces.joined(separator: ", "))"
             throw .socket(address: address.description + on, reason: "\(error)")
         }

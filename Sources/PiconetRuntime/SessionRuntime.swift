@@ -12,6 +12,10 @@ public enum SessionRuntimeError: Error, Equatable, CustomStringConvertible {
     case malformedKey(path: String, length: Int)
     /// The UDP socket could not be opened or bound.
     case socket(address: String, reason: String)
+    /// `--interface` names no interface of this machine (exit 69 in every binary).
+    case noSuchInterface(String)
+    /// The address (its port) is taken by another socket (exit 69 in every binary).
+    case addressInUse(address: String)
     /// An address argument was not `A.B.C.D:PORT`.
     case badAddress(String)
     /// The kernel's secure random generator (getrandom(2)) is not available.
@@ -25,6 +29,8 @@ public enum SessionRuntimeError: Error, Equatable, CustomStringConvertible {
         case let .malformedKey(path, n):
             return "\(path) holds \(n) bytes, not a 32-byte identity key; move it away to create a new identity"
         case let .socket(a, why): return "cannot open UDP \(a): \(why)"
+        case let .noSuchInterface(why): return why
+        case let .addressInUse(a): return "UDP \(a) is in use (stop what holds it, or give another port; 0 takes any free one)"
         case let .random(why): return "no secure random numbers (getrandom): \(why)"
         case let .badAddress(s): return "\"\(s)\" is not an IPv4 address with port (A.B.C.D:PORT)"
         }
@@ -141,5 +147,16 @@ public final class UDPSessionHost {
               let ip = IPv4Address(String(text[..<colon])),
               let port = UInt16(text[text.index(after: colon)...]) else { throw .badAddress(text) }
         return .ipv4(host: ip.value, port: port)
+    }
+}
+
+extension SessionRuntimeError {
+    /// Something this machine does not offer (a missing interface, a taken port): sysexits'
+    /// "unavailable" (69) in every binary, as a missing interface for discovery is.
+    public var isUnavailable: Bool {
+        switch self {
+        case .noSuchInterface, .addressInUse: return true
+        default: return false
+        }
     }
 }

@@ -99,7 +99,7 @@ struct HubCommand: ParsableCommand {
         case let e as HubStartFailure: return e.status
         case let e as SessionRuntimeError:
             if case .keyFile(.tooOpen) = e { return ExitStatus.permission }
-            return ExitStatus.failure
+            return e.isUnavailable ? ExitStatus.unavailable : ExitStatus.failure
         default: return ExitStatus.failure
         }
     }

@@ -98,7 +98,7 @@ enum NodeCommand {
         do {
             let app = try NodeApp(settings)
             try app.run()
-        } catch let e as IOError where e.errno == Errno.addressInUse.rawValue && settings.port != 0 {
+        } catch SessionRuntimeError.addressInUse where settings.port != 0 {
             // The session socket is the only fixed port the node binds (mDNS shares 5353).
             Console.err("piconet-node: error: UDP port \(settings.port) is in use (stop what holds it, or give another --port; 0 takes any free one)\n")
             return ExitStatus.unavailable
@@ -116,7 +116,7 @@ enum NodeCommand {
         case is DiscoveryRuntimeError: return ExitStatus.unavailable
         case let e as SessionRuntimeError:
             if case .keyFile(.tooOpen) = e { return ExitStatus.permission }
-            return ExitStatus.failure
+            return e.isUnavailable ? ExitStatus.unavailable : ExitStatus.failure
         default: return ExitStatus.failure
         }
     }

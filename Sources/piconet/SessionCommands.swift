@@ -22,7 +22,9 @@ private func fail(_ command: String, _ message: String, code: Int32) -> ExitCode
 
 /// 69 for an interface that is missing or unusable (every binary), else `code`.
 private func status(_ error: any Error, else code: Int32 = ExitStatus.failure) -> Int32 {
-    error is DiscoveryRuntimeError ? ExitStatus.unavailable : code
+    if error is DiscoveryRuntimeError { return ExitStatus.unavailable }
+    if let e = error as? SessionRuntimeError, e.isUnavailable { return ExitStatus.unavailable }
+    return code
 }
 
 /// A JSON string literal (quotes and control characters escaped).
@@ -156,7 +158,7 @@ struct ListenCommand: ParsableCommand {
                                                configuration: config))
             }
         } catch {
-            throw fail("listen", "\(error)", code: 1)
+            throw fail("listen", "\(error)", code: status(error))
         }
         // Trust on first use only means something if it outlives the process: load the file now,
         // save it whenever an invitation admitted a new name (and once more on the way out).
@@ -444,7 +446,7 @@ struct SendCommand: ParsableCommand {
                 host = .udp(try UDPSessionHost(loop: loop, bind: .ipv4(host: 0, port: 0), interfaces: common.interface, identity: identity, configuration: config))
             }
         } catch {
-            throw fail("send", "\(error)", code: 1)
+            throw fail("send", "\(error)", code: status(error))
         }
         let session = host.session
         let mode: SendMode = unreliable ? .unreliable : .reliable
