@@ -13,6 +13,7 @@
 import Glibc
 import PiconetLoop
 import PiconetPosix
+import PiconetWire
 
 func fail(_ message: String) -> Never {
     print("piconet-l2cap-probe: \(message)")
