@@ -290,6 +290,10 @@ public final class BluetoothBrowserDriver {
         self.browser = browser
         self.startScan = startScan
         self.onEvent = onEvent
+        lossTimer.onFire = { [weak self] in
+            guard let self else { return }
+            self.deliver(self.browser.timerFired(at: self.loop.now))
+        }
     }
 
     public func start() {
@@ -330,10 +334,5 @@ public final class BluetoothBrowserDriver {
         rearm()
     }
 
-    private func rearm() {
-        lossTimer.follow(isRunning ? browser.nextDeadline : nil) { [weak self] in
-            guard let self else { return }
-            self.deliver(self.browser.timerFired(at: self.loop.now))
-        }
-    }
+    private func rearm() { lossTimer.follow(isRunning ? browser.nextDeadline : nil) }
 }

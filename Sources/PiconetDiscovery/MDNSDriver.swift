@@ -28,6 +28,10 @@ public final class MDNSDriver<Machine: MDNSStateMachine> {
         timer = MachineTimer(loop: loop)
         self.machine = machine
         self.onActions = onActions
+        timer.onFire = { [weak self] in
+            guard let self else { return }
+            self.deliver(self.machine.timerFired(at: self.loop.now))
+        }
     }
 
     /// Feeds a received datagram.
@@ -50,10 +54,5 @@ public final class MDNSDriver<Machine: MDNSStateMachine> {
         rearm()
     }
 
-    private func rearm() {
-        timer.follow(machine.nextDeadline) { [weak self] in
-            guard let self else { return }
-            self.deliver(self.machine.timerFired(at: self.loop.now))
-        }
-    }
+    private func rearm() { timer.follow(machine.nextDeadline) }
 }

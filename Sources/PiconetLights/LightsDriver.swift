@@ -27,6 +27,10 @@ public final class LightsDriver {
         self.outputs = outputs
         timer = MachineTimer(loop: loop)
         board = LightBoard(roles: LightRole.allCases.filter { outputs[$0] != nil }, at: loop.now)
+        timer.onFire = { [weak self] in
+            guard let self else { return }
+            self.run { $0.timerFired(at: self.loop.now) }
+        }
     }
 
     /// Shows the node's state (pattern phase starts now).
@@ -71,12 +75,7 @@ public final class LightsDriver {
         }
     }
 
-    private func rearm() {
-        timer.follow(board.nextDeadline) { [weak self] in
-            guard let self else { return }
-            self.run { $0.timerFired(at: self.loop.now) }
-        }
-    }
+    private func rearm() { timer.follow(board.nextDeadline) }
 }
 
 /// Feeds a button's edges through a `ButtonDebouncer` on any `EventLoop`.
@@ -96,6 +95,12 @@ public final class ButtonDriver {
         self.debouncer = debouncer
         self.onEvent = onEvent
         timer = MachineTimer(loop: loop)
+        timer.onFire = { [weak self] in
+            guard let self else { return }
+            let events = self.debouncer.timerFired(at: self.loop.now)
+            self.rearm()
+            events.forEach(self.onEvent)
+        }
     }
 
     /// A raw level change seen now (`true` = pressed, active-low already applied).
@@ -108,12 +113,5 @@ public final class ButtonDriver {
     /// Stops the timer (on exit).
     public func cancel() { timer.cancel() }
 
-    private func rearm() {
-        timer.follow(debouncer.nextDeadline) { [weak self] in
-            guard let self else { return }
-            let events = self.debouncer.timerFired(at: self.loop.now)
-            self.rearm()
-            events.forEach(self.onEvent)
-        }
-    }
+    private func rearm() { timer.follow(debouncer.nextDeadline) }
 }

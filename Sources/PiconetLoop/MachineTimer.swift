@@ -1,12 +1,14 @@
 /// The one loop timer a state machine's driver keeps at the machine's `nextDeadline`.
 ///
 /// Every driver (PeerSession, MDNSDriver, BluetoothBrowserDriver, LightsDriver,
-/// ButtonDriver) calls `follow(_:_:)` after each input with the machine's new
-/// `nextDeadline`. The timer is re-armed only when that deadline changed, so a
+/// ButtonDriver) sets `onFire` once and calls `follow(_:)` after each input with the
+/// machine's new `nextDeadline`. The timer is re-armed only when that deadline changed, so a
 /// machine that reports the same deadline after every datagram costs no timer
 /// churn; nil cancels it, so an idle machine holds no timer and the loop sleeps.
-/// When it fires it is forgotten *before* `fire` runs, so `fire` (which feeds
-/// `timerFired(at:)` and follows the next deadline) arms the next one.
+/// When it fires it is forgotten *before* `onFire` runs, so `onFire` (which feeds
+/// `timerFired(at:)` and follows the next deadline) arms the next one. `onFire` is set
+/// once rather than passed to `follow`: `follow` runs after every datagram, and a
+/// closure argument would cost an allocation each time even when nothing changes.
 ///
 /// The machine itself stays with its driver (each has its own action type and
 /// ownership); this is the part all of them shared. Loop-bound: not `Sendable`.
@@ -18,21 +20,24 @@ public final class MachineTimer {
     /// How many loop timers were scheduled: what "re-arm only on change" keeps low.
     public private(set) var armed = 0
 
+    /// Runs when the armed deadline is due (capture the driver weakly: the loop holds it).
+    public var onFire: () -> Void = {}
+
     public init(loop: EventLoop) { self.loop = loop }
 
-    /// Keeps the timer at `deadline` (nil: none); `fire` runs once when it is due.
-    ///
-    /// The same deadline as the armed one keeps the armed timer and its `fire`.
-    public func follow(_ deadline: Instant?, _ fire: @escaping () -> Void) {
+    /// Keeps the timer at `deadline` (nil: none); `onFire` runs once when it is due.
+    /// The same deadline as the armed one keeps the armed timer.
+    public func follow(_ deadline: Instant?) {
         if deadline == self.deadline, timer != nil { return }
         cancel()
         guard let deadline else { return }
         self.deadline = deadline
         armed += 1
         timer = loop.schedule(at: deadline) { [weak self] in
-            self?.timer = nil
-            self?.deadline = nil
-            fire()
+            guard let self else { return }
+            self.timer = nil
+            self.deadline = nil
+            self.onFire()
         }
     }
 

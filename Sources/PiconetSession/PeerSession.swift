@@ -46,6 +46,10 @@ public final class PeerSession {
         self.endpoint = endpoint
         self.loop = loop
         timer = MachineTimer(loop: loop)
+        timer.onFire = { [weak self] in
+            guard let self else { return }
+            self.perform(self.machine.timerFired(at: self.loop.now))
+        }
         endpoint.onDatagram = { [weak self] d in
             guard let self else { return }
             self.perform(self.machine.received(d.bytes, from: d.source, at: self.loop.now,
@@ -151,12 +155,7 @@ public final class PeerSession {
         rearm()
     }
 
-    private func rearm() {
-        timer.follow(machine.nextDeadline) { [weak self] in
-            guard let self else { return }
-            self.perform(self.machine.timerFired(at: self.loop.now))
-        }
-    }
+    private func rearm() { timer.follow(machine.nextDeadline) }
 }
 
 /// Lets a session run over a connected `MessageEndpoint` (TCP framed, L2CAP):

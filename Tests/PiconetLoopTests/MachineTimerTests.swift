@@ -22,18 +22,17 @@ import Testing
             self.machine = machine
             self.loop = loop
             timer = MachineTimer(loop: loop)
-        }
-        func input(_ change: (inout Countdown) -> Void) {
-            change(&machine)
-            rearm()
-        }
-        func rearm() {
-            timer.follow(machine.nextDeadline) { [weak self] in
+            timer.onFire = { [weak self] in
                 guard let self else { return }
                 self.machine.timerFired(at: self.loop.now)
                 self.rearm()
             }
         }
+        func input(_ change: (inout Countdown) -> Void) {
+            change(&machine)
+            rearm()
+        }
+        func rearm() { timer.follow(machine.nextDeadline) }
     }
 
     static func at(_ ms: Int64) -> Instant { Instant.zero + .milliseconds(ms) }
