@@ -51,3 +51,18 @@ did_you_mean() {
 }
 # need_value FLAG NEXT-ARG-COUNT VALUE: a flag given without its value is a usage error.
 need_value() { [ "$2" -ge 2 ] && [ -n "$3" ] && [ "${3#--}" = "$3" ] || usage_error "$1 needs a value" "see --help"; }
+
+# netns_end NS...: ends every process still inside these namespaces (TERM, KILL after 3 s),
+# before they are deleted. A program started as `some_function ... &` is not $! (that is the
+# subshell), and `ip netns del` does not stop what runs inside: this catches both.
+netns_end() {
+  local ns left
+  for ns in "$@"; do ip netns pids "$ns" 2>/dev/null | xargs -r kill 2>/dev/null || true; done
+  for _ in $(seq 30); do
+    left=""
+    for ns in "$@"; do left+=$(ip netns pids "$ns" 2>/dev/null || true); done
+    [ -z "$left" ] && return 0
+    sleep 0.1
+  done
+  for ns in "$@"; do ip netns pids "$ns" 2>/dev/null | xargs -r kill -9 2>/dev/null || true; done
+}
