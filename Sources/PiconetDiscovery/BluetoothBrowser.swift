@@ -275,7 +275,7 @@ public struct BluetoothBrowser {
 public final class BluetoothBrowserDriver {
     public private(set) var browser: BluetoothBrowser
     private let loop: EventLoop
-    private let lossTimer: MachineTimer
+    private var lossTimer: (id: TimerID, at: Instant)?
     private var restartTimer: TimerID?
     public var restartDelay: Duration = .milliseconds(200)
     public var startScan: () -> Void
@@ -286,14 +286,9 @@ public final class BluetoothBrowserDriver {
     public init(loop: EventLoop, browser: BluetoothBrowser, startScan: @escaping () -> Void,
                 onEvent: @escaping (BluetoothBrowser.Action) -> Void = { _ in }) {
         self.loop = loop
-        lossTimer = MachineTimer(loop: loop)
         self.browser = browser
         self.startScan = startScan
         self.onEvent = onEvent
-        lossTimer.onFire = { [weak self] in
-            guard let self else { return }
-            self.deliver(self.browser.timerFired(at: self.loop.now))
-        }
     }
 
     public func start() {
@@ -308,7 +303,8 @@ public final class BluetoothBrowserDriver {
         isRunning = false
         if let restartTimer { loop.cancel(restartTimer) }
         restartTimer = nil
-        lossTimer.cancel()
+        if let lossTimer { loop.cancel(lossTimer.id) }
+        lossTimer = nil
         browser.reset()
     }
 
@@ -334,5 +330,17 @@ public final class BluetoothBrowserDriver {
         rearm()
     }
 
-    private func rearm() { lossTimer.follow(isRunning ? browser.nextDeadline : nil) }
+    private func rearm() {
+        let next = browser.nextDeadline
+        if lossTimer?.at == next { return }
+        if let lossTimer { loop.cancel(lossTimer.id) }
+        lossTimer = nil
+        guard let next, isRunning else { return }
+        let id = loop.schedule(at: next) { [weak self] in
+            guard let self else { return }
+            self.lossTimer = nil
+            self.deliver(self.browser.timerFired(at: self.loop.now))
+        }
+        lossTimer = (id, next)
+    }
 }
