@@ -31,7 +31,13 @@ public final class PeerSession {
     public var onEvent: ((SessionEvent) -> Void)?
     private var timer: TimerID?
     private var timerDeadline: Instant?
-    private var continuation: AsyncStream<SessionEvent>.Continuation?
+    /// One per `events` stream still consumed.
+    private var continuations: [AsyncStream<SessionEvent>.Continuation] = []
+    /// How many events an `events` stream holds for a consumer that has not read them; past it the
+    /// oldest go (counted in `eventsDropped`). Set before reading `events`.
+    public var eventBufferLimit = 4096
+    /// Events an `events` stream dropped because its consumer fell `eventBufferLimit` behind.
+    public private(set) var eventsDropped = 0
     /// Datagrams the transport refused (would block or failed); counted, the reliable layer retransmits.
     public private(set) var transportRefusals = 0
 
@@ -124,13 +130,18 @@ public final class PeerSession {
         if let timer { loop.cancel(timer) }
         timer = nil
         endpoint.onDatagram = nil
-        continuation?.finish()
+        for c in continuations { c.finish() }
+        continuations = []
     }
 
-    /// The async facade: every event, in order. One consumer; created on first use.
+    /// The async facade: every event from now on, in order, until `close()`.
+    ///
+    /// Each read is a new stream and every stream gets every event (multicast: reading it
+    /// twice does not detach the first consumer). A consumer more than `eventBufferLimit`
+    /// events behind loses the oldest, counted in `eventsDropped`.
     public var events: AsyncStream<SessionEvent> {
-        let (stream, cont) = AsyncStream<SessionEvent>.makeStream(bufferingPolicy: .bufferingNewest(4096))
-        continuation = cont
+        let (stream, cont) = AsyncStream<SessionEvent>.makeStream(bufferingPolicy: .bufferingNewest(max(1, eventBufferLimit)))
+        continuations.append(cont)
         return stream
     }
 
@@ -146,10 +157,25 @@ public final class PeerSession {
             case let .event(e):
                 delegate?.session(self, didReceive: e)
                 onEvent?(e)
-                continuation?.yield(e)
+                yieldToStreams(e)
             }
         }
         rearm()
+    }
+
+    private func yieldToStreams(_ e: SessionEvent) {
+        var i = 0
+        while i < continuations.count {
+            switch continuations[i].yield(e) {
+            case .terminated:
+                continuations.remove(at: i)   // its consumer went away
+            case .dropped:
+                eventsDropped += 1
+                i += 1
+            default:
+                i += 1
+            }
+        }
     }
 
     private func rearm() {
@@ -172,7 +198,8 @@ public final class PeerSession {
 /// the one remote address stands in for every destination.
 public final class MessageEndpointAdapter: DatagramEndpoint {
     public let base: MessageEndpoint
-    public var localAddress: EndpointAddress { base.remoteAddress }
+    /// Our end of the connection (a `MessageEndpoint` knows only the remote one, so the caller says it).
+    public let localAddress: EndpointAddress
     public var maximumDatagramSize: Int { base.maximumMessageSize }
     public var onDatagram: ((Datagram) -> Void)?
     public var onWritable: (() -> Void)? {
@@ -180,8 +207,9 @@ public final class MessageEndpointAdapter: DatagramEndpoint {
         set { base.onWritable = newValue }
     }
 
-    public init(_ base: MessageEndpoint) {
+    public init(_ base: MessageEndpoint, localAddress: EndpointAddress) {
         self.base = base
+        self.localAddress = localAddress
         base.onMessage = { [weak self] m in
             guard let self else { return }
             self.onDatagram?(Datagram(bytes: m, source: self.base.remoteAddress))

@@ -85,7 +85,7 @@ func stage(_ bytes: [UInt8]) -> HandshakeFrame.Stage? {
         var back: [SessionAction] = []
         for f in frames.dropFirst() { back += p.b.received(f, from: p.addressA, at: p.now) }
         #expect(p.b.statistics.receiveBufferRefused == frames.count - 3, "two pieces fit the 3000-byte total, the others do not")
-        #expect(p.b.receiveBuffered(except: 0) <= 3_000)
+        #expect(p.b.table.receiveBuffered(except: 0) <= 3_000)
         // Retransmissions fill the gap and the refused pieces: the message arrives whole.
         var delivered: [[UInt8]] = []
         for _ in 0..<20 {
@@ -171,10 +171,10 @@ func stage(_ bytes: [UInt8]) -> HandshakeFrame.Stage? {
             now = now + .milliseconds(10)
             _ = b.received(try strangerInitiation(index: UInt32(host)).frame, from: .memory(node: host, port: 1), at: now)
         }
-        #expect(b.sources.count == 4, "the table never grows past its capacity")
+        #expect(b.admission.sources.count == 4, "the table never grows past its capacity")
         #expect(b.statistics.handshakeSourcesEvicted == 2)
-        #expect(b.sources[.memory(node: 1, port: 0)] == nil && b.sources[.memory(node: 2, port: 0)] == nil, "the oldest went first")
-        #expect(b.sources[.memory(node: 6, port: 0)] != nil)
+        #expect(b.admission.sources[EndpointAddress.memory(node: 1, port: 0)] == nil && b.admission.sources[EndpointAddress.memory(node: 2, port: 0)] == nil, "the oldest went first")
+        #expect(b.admission.sources[EndpointAddress.memory(node: 6, port: 0)] != nil)
     }
 
     @Test func aCookieProvesTheSourceAndAWrongOneIsCounted() throws {

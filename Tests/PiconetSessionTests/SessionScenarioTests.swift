@@ -445,9 +445,11 @@ func numbered(_ i: Int, size: Int = 0) -> [UInt8] {
         let loop = VirtualLoop()
         let (x, y) = PipeEndpoint.pair(loop: loop)
         let a = PeerSession(identity: PeerIdentity(displayName: "a"), configuration: SessionConfiguration(policy: .acceptAll),
-                            endpoint: MessageEndpointAdapter(x), loop: loop, seed: 1)
+                            endpoint: MessageEndpointAdapter(x, localAddress: y.remoteAddress), loop: loop, seed: 1)
         let b = PeerSession(identity: PeerIdentity(displayName: "b"), configuration: SessionConfiguration(policy: .acceptAll),
-                            endpoint: MessageEndpointAdapter(y), loop: loop, seed: 2)
+                            endpoint: MessageEndpointAdapter(y, localAddress: x.remoteAddress), loop: loop, seed: 2)
+        #expect(a.endpoint.localAddress == .memory(node: 1, port: 1) && a.endpoint.localAddress != x.remoteAddress,
+                "the adapter's local address is our end, not the remote one")
         var got: [[UInt8]] = []
         b.onEvent = { if case let .received(m, _, _) = $0 { got.append(m) } }
         try a.invite(x.remoteAddress)

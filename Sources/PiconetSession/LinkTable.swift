@@ -1,0 +1,204 @@
+import PiconetLoop
+import PiconetWire
+
+/// Where a link is in its life.
+enum LinkPhase: Equatable {
+    /// Noise messages in flight.
+    case handshaking
+    /// Initiator: handshake done, invitation sent, waiting for the answer.
+    case inviting
+    /// Responder: handshake done, waiting for the invitation.
+    case awaitingInvitation
+    /// Responder: invitation received, waiting for the policy or the application.
+    case deciding
+    case established
+    /// Done; kept briefly to answer retransmissions, then forgotten.
+    case closing
+}
+
+/// A *link*: one Noise handshake between two link indices (like WireGuard's sessions),
+/// with its state grouped by concern. Its table is `LinkTable`.
+struct Link {
+    let index: UInt32
+    let initiator: Bool
+    var remoteIndex: UInt32 = 0
+    var address: EndpointAddress
+    /// The largest datagram toward `address`: the configuration's, or less where the path allows less.
+    var datagramSize = 0
+    var phase: LinkPhase = .handshaking
+    /// Who is at the other end, from the handshake (nil until it completed).
+    var remote = Remote()
+    var handshake: HandshakeProgress
+    /// The keys, counters and replay window; nil until the handshake completed.
+    var record: RecordLayer?
+    var invitation = InvitationProgress()
+    /// Reliable and unreliable channels (moved to a new link when a peer resumes through a new handshake).
+    var channels: Channels
+    var liveness: Liveness
+    /// When this link is given up (handshake expiry, invitation deadline, closing end).
+    var expiresAt: Instant?
+
+    /// The peer the handshake proved, and what it said about itself.
+    struct Remote {
+        var peer: PeerID?
+        /// Initiator: the only peer this invitation may reach (discovery said who listens there, but
+        /// a record proves nothing); another key finishing the handshake closes the link.
+        var expectedPeer: PeerID?
+        var name = ""
+        var instance: UInt64 = 0
+        var verificationCode = ""
+    }
+
+    /// The Noise exchange and its retransmission.
+    struct HandshakeProgress {
+        var noise: NoiseHandshake?
+        /// The last handshake frame we sent (resent on loss).
+        var frame: [UInt8]?
+        /// Responder: the first message as received, to tell a retransmission from a different (corrupted) copy.
+        /// Initiator: the Noise first message sent, resent with a cookie when the responder is under load.
+        var initiation: [UInt8] = []
+        /// Initiator: the cookie of the responder's last cookie reply (nil: none asked for).
+        var cookie: [UInt8]?
+        /// When the handshake frame or the invitation is sent again, and the delay after that.
+        var retryAt: Instant?
+        var retryDelay: Duration
+        /// Initiator: the responder has sent a sealed frame, so it has our third message.
+        var confirmed = false
+    }
+
+    /// The invitation this link carries (either direction).
+    struct InvitationProgress {
+        /// Our number for the invitation (0: none), as reported in `InvitationID`.
+        var id: UInt32 = 0
+        var frame: InvitationFrame?
+        /// Responder: the answer given, resent when the invitation arrives again.
+        var reply: InvitationReplyFrame?
+        /// Initiator: the peer's crossing invitation survives; this one waits for it.
+        var crossed = false
+    }
+
+    /// Whether the peer is heard from, and when we last sent.
+    struct Liveness {
+        var lastHeard: Instant
+        var lastSent: Instant
+        /// Silent past `lostTimeout` (or its path failed): resume probes go out.
+        var lost = false
+        var nextProbe: Instant?
+    }
+
+    var peer: PeerID? { remote.peer }
+
+    /// State held for a peer not (yet) in the session; a declined link waiting out its
+    /// retransmissions (`closing`) counts too, so repeated refusals cannot pile up links.
+    var isHalfOpen: Bool {
+        !initiator && (phase == .handshaking || phase == .awaitingInvitation || phase == .deciding || phase == .closing)
+    }
+    /// Both indices, initiator's first: what a resume probe names its link by.
+    var token: UInt64 { initiator ? UInt64(index) << 32 | UInt64(remoteIndex) : UInt64(remoteIndex) << 32 | UInt64(index) }
+}
+
+struct Channels {
+    var sender: ReliableSender
+    var receiver: ReliableReceiver
+    var unreliableSeq: UInt64 = 0
+    var unreliableReplay: ReplayWindow
+}
+
+/// Every link of a session, indexed three ways: by our link index (what sealed frames
+/// name), by peer (the one established link serving it), and, for responder links, by
+/// the initiator's address and index (so a retransmitted first message finds its link).
+///
+/// The table keeps the three indexes consistent: `remove` clears a link's entries in all.
+/// Bounded by the machine's admission rules (`maximumHalfOpen`, `maximumPeers`), not here.
+struct LinkTable {
+    /// A responder link's key in `origins`: the initiator's address and link index.
+    struct Origin: Hashable {
+        var address: EndpointAddress
+        var index: UInt32
+    }
+
+    private(set) var links: [UInt32: Link] = [:]
+    /// The established link of each peer in the session.
+    private(set) var peerLinks: [PeerID: UInt32] = [:]
+    /// Responder links by (initiator address, initiator index).
+    private(set) var origins: [Origin: UInt32] = [:]
+
+    var count: Int { links.count }
+    var isEmpty: Bool { links.isEmpty }
+    var indices: [UInt32] { Array(links.keys) }
+    var values: Dictionary<UInt32, Link>.Values { links.values }
+    /// Peers with an established link.
+    var peerCount: Int { peerLinks.count }
+
+    /// In place: `table[i]?.field = x` changes the stored link without copying its buffers.
+    subscript(index: UInt32) -> Link? {
+        get { links[index] }
+        _modify { yield &links[index] }
+        set { links[index] = newValue }
+    }
+
+    /// A fresh link index: random (it is sent to the peer, and a guessable one helps a spoofer),
+    /// never 0 (the "no index yet" of a first message), never one in use.
+    func freshIndex(_ rng: inout SessionRandom) -> UInt32 {
+        var index: UInt32 = 0
+        while index == 0 || links[index] != nil { index = UInt32(truncatingIfNeeded: rng.next()) }
+        return index
+    }
+
+    /// The established link serving `peer`.
+    func linkIndex(of peer: PeerID) -> UInt32? { peerLinks[peer] }
+    func link(of peer: PeerID) -> Link? { peerLinks[peer].flatMap { links[$0] } }
+
+    /// Makes `index` the one link serving `peer`.
+    mutating func setLink(_ index: UInt32, of peer: PeerID) { peerLinks[peer] = index }
+
+    func origin(address: EndpointAddress, index: UInt32) -> UInt32? { origins[Origin(address: address, index: index)] }
+    mutating func setOrigin(address: EndpointAddress, index: UInt32, link: UInt32) {
+        origins[Origin(address: address, index: index)] = link
+    }
+
+    /// Takes a link out to work on it alone (a copy left in the table would make every
+    /// change to its buffers copy them whole). Its index entries stay: put it back with
+    /// the subscript, or `forget` it.
+    mutating func take(_ index: UInt32) -> Link? { links.removeValue(forKey: index) }
+
+    /// Removes a link and its index entries; returns it (nil: not in the table).
+    @discardableResult
+    mutating func remove(_ index: UInt32) -> Link? {
+        guard let l = links.removeValue(forKey: index) else { return nil }
+        forget(l)
+        return l
+    }
+
+    /// Clears the index entries of a link already out of the table (taken, then ended).
+    mutating func forget(_ l: Link) {
+        if !l.initiator { origins[Origin(address: l.address, index: l.remoteIndex)] = nil }
+        if let p = l.peer, peerLinks[p] == l.index { peerLinks[p] = nil }
+    }
+
+    /// A responder link heard from a new address: its origin entry named the old one.
+    mutating func moved(_ l: Link, from old: EndpointAddress) {
+        if !l.initiator { origins[Origin(address: old, index: l.remoteIndex)] = nil }
+    }
+
+    /// Links not yet in the session (the flood-bounded set).
+    var halfOpenCount: Int {
+        var n = 0
+        for l in links.values where l.isHalfOpen { n += 1 }
+        return n
+    }
+
+    /// Out-of-order reliable bytes held by every link but `index` (the one being worked on may
+    /// be outside the table).
+    func receiveBuffered(except index: UInt32) -> Int {
+        var total = 0
+        for (i, l) in links where i != index { total += l.channels.receiver.bufferedBytes }
+        return total
+    }
+
+    /// The first link matching `predicate`, by index.
+    func first(where predicate: (Link) -> Bool) -> UInt32? {
+        for (i, l) in links where predicate(l) { return i }
+        return nil
+    }
+}

@@ -1,0 +1,200 @@
+import PiconetLoop
+import PiconetWire
+
+/// Sealed frames in and out of a link: sealing through its `RecordLayer`, the dispatch of
+/// an opened frame by its typed `SealedMessage`, and the reliable / unreliable channels
+/// (data, acknowledgements, keep-alives, resume probes, close).
+///
+/// Data, acks, keep-alives and probes on an established link are the hot path: they touch
+/// only their link, which stays taken out of the table while they run (no copy of its
+/// buffers). Everything else consults the table, so the link goes back first and the
+/// handler works on it by index.
+extension SessionMachine {
+    /// Seals `message` on the link and sends it, if the link has its keys and the frame fits its path.
+    mutating func seal(_ message: SealedMessage, link l: inout Link, now: Instant) {
+        guard l.record != nil else { return }
+        let sealed = l.record!.seal(message.encoded(), type: message.type, receiverIndex: l.remoteIndex, now: now)
+        statistics.rekeys += sealed.rekeys
+        guard let bytes = sealed.bytes else { return }
+        guard bytes.count <= l.datagramSize else {
+            statistics.oversizeDropped += 1
+            return
+        }
+        l.liveness.lastSent = now
+        transmit(bytes, to: l.address)
+    }
+
+    /// One unreliable message: its own sequence number (for duplicate suppression), no retransmission.
+    mutating func sendUnreliable(_ message: [UInt8], link l: inout Link, now: Instant) {
+        let seq = l.channels.unreliableSeq
+        l.channels.unreliableSeq += 1
+        seal(.data(DataFrame(kind: .unreliable(seq: seq), payload: message)), link: &l, now: now)
+    }
+
+    /// Sends what the reliable sender has due.
+    mutating func flush(_ l: inout Link, now: Instant) {
+        guard l.phase == .established, !l.liveness.lost else { return }
+        let before = l.channels.sender.retransmissions
+        for frame in l.channels.sender.poll(now: now) {
+            seal(.data(frame), link: &l, now: now)
+        }
+        statistics.retransmissions += l.channels.sender.retransmissions - before
+    }
+
+    /// One sealed frame; `path` is the largest datagram toward `address`.
+    mutating func handleSealed(_ f: SealedFrame, from address: EndpointAddress, path: Int, now: Instant) {
+        let index = f.receiverIndex
+        guard var l = table.take(index) else {
+            statistics.unknownLinkDropped += 1
+            return
+        }
+        guard l.record != nil else {
+            table[index] = l
+            statistics.unknownLinkDropped += 1
+            return
+        }
+        let plain: [UInt8]
+        switch l.record!.open(f) {
+        case let .plain(p, rekeys):
+            statistics.rekeys += rekeys
+            plain = p
+        case .replayed:
+            statistics.replaysDropped += 1
+            table[index] = l
+            return
+        case .forged:
+            statistics.authenticationFailures += 1
+            table[index] = l
+            return
+        }
+        let hot = l.phase == .established && (f.type == .data || f.type == .ack || f.type == .keepAlive || f.type == .resume)
+        // Authentic: the peer is alive, possibly at a new address (Wi-Fi roaming, NAT rebinding).
+        l.liveness.lastHeard = now
+        l.handshake.confirmed = true
+        if l.address != address {
+            table.moved(l, from: l.address)
+            l.address = address
+        }
+        guard fitPath(&l, path: path) else {
+            closeForPath(&l, now: now)
+            return
+        }
+        if l.liveness.lost {
+            l.liveness.lost = false
+            l.liveness.nextProbe = nil
+            l.channels.sender.resendAll(from: l.channels.sender.acknowledgedUpTo, now: now)
+            statistics.resumes += 1
+            if let p = l.peer { dirty.insert(p) }
+        }
+        // Parsed once, after the record layer vouched for the bytes.
+        var message: SealedMessage?
+        if SealedMessage.knows(f.type) {
+            do {
+                message = try SealedMessage(type: f.type, decoding: plain)
+            } catch {
+                statistics.malformedDropped += 1
+            }
+        } else {
+            statistics.unknownLinkDropped += 1
+        }
+        if hot {
+            if let message, !handleOnLink(message, link: &l, now: now) { return }
+            flush(&l, now: now)
+            table[index] = l
+            return
+        }
+        table[index] = l
+        if let message { handleInTable(message, index: index, now: now) }
+        guard table[index]?.phase == .established, var e = table.take(index) else { return }
+        flush(&e, now: now)
+        table[index] = e
+    }
+
+    /// A frame for a link not established (or not one of the hot types), the link in the table.
+    mutating func handleInTable(_ message: SealedMessage, index: UInt32, now: Instant) {
+        switch message {
+        case let .invitation(inv):
+            handleInvitation(inv, index: index, now: now)
+        case let .invitationReply(r):
+            handleReply(r, index: index, now: now)
+        case .data, .ack, .keepAlive:
+            implicitAccept(index, now: now)
+            guard table[index]?.phase == .established, var l = table.take(index) else { return }
+            if handleOnLink(message, link: &l, now: now) { table[index] = l }
+        case let .close(c):
+            if let l = table[index] { handleClose(c, link: l, now: now) }
+        case .resume:
+            break   // a probe names an established link only
+        }
+    }
+
+    /// A frame for an established link taken out of the table. Returns false when the link
+    /// ended (a protocol violation): it is not to be put back.
+    mutating func handleOnLink(_ message: SealedMessage, link l: inout Link, now: Instant) -> Bool {
+        switch message {
+        case let .data(d):
+            return handleData(d, link: &l, now: now)
+        case let .ack(a):
+            if l.channels.sender.acknowledged(a, now: now), let p = l.peer { emit(.unstalled(p)) }
+        case let .keepAlive(k):
+            if !k.isReply, now - l.liveness.lastSent >= configuration.keepAliveInterval / 2 {
+                seal(.keepAlive(KeepAliveFrame(isReply: true)), link: &l, now: now)
+            }
+        case let .resume(r):
+            guard r.token == l.token else { break }
+            l.channels.sender.resendAll(from: r.receiveNext, now: now)
+            seal(.ack(l.channels.receiver.acknowledgement), link: &l, now: now)
+        case .invitation, .invitationReply, .close:
+            break   // never hot: dispatched with the link in the table
+        }
+        return true
+    }
+
+    /// Returns false when the link was closed (a protocol violation).
+    mutating func handleData(_ d: DataFrame, link l: inout Link, now: Instant) -> Bool {
+        guard let peer = l.peer else { return true }
+        switch d.kind {
+        case let .unreliable(seq):
+            guard l.channels.unreliableReplay.accept(seq) else { statistics.duplicateDatagramsDropped += 1; return true }
+            emit(.received(d.payload, from: peer, mode: .unreliable))
+        case let .reliable(seq, index, count):
+            // Out-of-order pieces are bounded in total across links too: an in-order piece is
+            // always taken (it delivers or extends one message, bounded by the message size).
+            var allowance = Int.max
+            if seq > l.channels.receiver.next {
+                allowance = max(0, configuration.maximumReceiveBuffered - table.receiveBuffered(except: l.index))
+            }
+            switch l.channels.receiver.receive(seq: seq, index: index, count: count, payload: d.payload, allowance: allowance) {
+            case let .delivered(messages):
+                for m in messages { emit(.received(m, from: peer, mode: .reliable)) }
+            case .duplicate:
+                statistics.duplicateFragments += 1
+            case .outOfWindow:
+                break
+            case .bufferFull:
+                statistics.receiveBufferRefused += 1
+            case let .violation(why):
+                statistics.protocolViolations += 1
+                seal(.close(CloseFrame(reason: .protocolViolation, text: why)), link: &l, now: now)
+                emit(.peerClosed(peer, .protocolViolation))
+                ended(l)
+                return false
+            }
+            seal(.ack(l.channels.receiver.acknowledgement), link: &l, now: now)
+        }
+        return true
+    }
+
+    /// The peer closed the link (in the table): the invitation it carried ends, the peer leaves.
+    mutating func handleClose(_ c: CloseFrame, link l: Link, now: Instant) {
+        if let p = l.peer {
+            switch c.reason {
+            case .declined: finishInvitation(l, .declined(p))
+            case .timedOut: finishInvitation(l, .timedOut)
+            default: finishInvitation(l, .failed(c.reason.description))
+            }
+            if table.linkIndex(of: p) == l.index { emit(.peerClosed(p, c.reason)) }
+        }
+        removeLink(l.index)
+    }
+}

@@ -1,0 +1,115 @@
+import PiconetWire
+
+/// A session datagram, parsed once at the edge (smoltcp's `Repr`): the machine dispatches
+/// on the case and never looks at raw bytes again.
+///
+/// The frame type in the header picks the shape: 0x01 a handshake message, every other
+/// session type a sealed frame. A datagram that is neither, or is cut short, throws.
+enum SessionPacket: WireCodable, Equatable {
+    case handshake(HandshakeFrame)
+    case sealed(SealedFrame)
+
+    init(parsing r: inout ByteReader) throws(WireError) {
+        // The type is the header's second byte (after the version); look before parsing.
+        var peek = r
+        _ = try peek.readUInt8()
+        if try peek.readUInt8() == FrameType.handshake.rawValue {
+            self = .handshake(try HandshakeFrame(parsing: &r))
+        } else {
+            self = .sealed(try SealedFrame(parsing: &r))
+        }
+    }
+
+    func encode(into w: inout ByteWriter) {
+        switch self {
+        case let .handshake(f): f.encode(into: &w)
+        case let .sealed(f): f.encode(into: &w)
+        }
+    }
+
+    var encodedLength: Int {
+        switch self {
+        case let .handshake(f): return f.encodedLength
+        case let .sealed(f): return f.encodedLength
+        }
+    }
+}
+
+/// The inner frame of a sealed frame, typed: parsed once after the record layer opened the
+/// body, from the body and the outer header's type (inner frames carry no header of their own).
+enum SealedMessage: Equatable {
+    case invitation(InvitationFrame)
+    case invitationReply(InvitationReplyFrame)
+    case data(DataFrame)
+    case ack(AckFrame)
+    case keepAlive(KeepAliveFrame)
+    case close(CloseFrame)
+    case resume(ResumeFrame)
+
+    /// Whether `type` names an inner frame this version knows. A sealed frame of another type
+    /// (0x09–0x1F, reserved) parses as a `SealedFrame` but has no `SealedMessage`.
+    static func knows(_ type: FrameType) -> Bool {
+        switch type {
+        case .invitation, .invitationReply, .data, .ack, .keepAlive, .close, .resume: return true
+        default: return false
+        }
+    }
+
+    /// Parses the whole `body` as the inner frame `type` names; trailing bytes are an error.
+    init(type: FrameType, decoding body: [UInt8]) throws(WireError) {
+        switch type {
+        case .invitation: self = .invitation(try InvitationFrame(decoding: body))
+        case .invitationReply: self = .invitationReply(try InvitationReplyFrame(decoding: body))
+        case .data: self = .data(try DataFrame(decoding: body))
+        case .ack: self = .ack(try AckFrame(decoding: body))
+        case .keepAlive: self = .keepAlive(try KeepAliveFrame(decoding: body))
+        case .close: self = .close(try CloseFrame(decoding: body))
+        case .resume: self = .resume(try ResumeFrame(decoding: body))
+        default: throw .invalidValue(field: "frame type", reason: "\(type) is not an inner session frame")
+        }
+    }
+
+    /// The outer header's type for this inner frame.
+    var type: FrameType {
+        switch self {
+        case .invitation: return .invitation
+        case .invitationReply: return .invitationReply
+        case .data: return .data
+        case .ack: return .ack
+        case .keepAlive: return .keepAlive
+        case .close: return .close
+        case .resume: return .resume
+        }
+    }
+
+    func encode(into w: inout ByteWriter) {
+        switch self {
+        case let .invitation(f): f.encode(into: &w)
+        case let .invitationReply(f): f.encode(into: &w)
+        case let .data(f): f.encode(into: &w)
+        case let .ack(f): f.encode(into: &w)
+        case let .keepAlive(f): f.encode(into: &w)
+        case let .close(f): f.encode(into: &w)
+        case let .resume(f): f.encode(into: &w)
+        }
+    }
+
+    var encodedLength: Int {
+        switch self {
+        case let .invitation(f): return f.encodedLength
+        case let .invitationReply(f): return f.encodedLength
+        case let .data(f): return f.encodedLength
+        case let .ack(f): return f.encodedLength
+        case let .keepAlive(f): return f.encodedLength
+        case let .close(f): return f.encodedLength
+        case let .resume(f): return f.encodedLength
+        }
+    }
+
+    /// The inner frame's bytes (the plaintext the record layer seals).
+    func encoded() -> [UInt8] {
+        var w = ByteWriter(capacity: encodedLength)
+        encode(into: &w)
+        return w.bytes
+    }
+}

@@ -1,0 +1,118 @@
+import PiconetLoop
+import PiconetWire
+
+/// Time as an input: handshake and invitation retransmission, expiries, reliable
+/// retransmission, keep-alives, lost detection and resume probes — and `nextDeadline`,
+/// the one instant the driver arms its timer for (nil while nothing is due).
+extension SessionMachine {
+    /// Time passed: retransmissions, keep-alives, lost detection, expiries.
+    public mutating func timerFired(at now: Instant) -> [SessionAction] {
+        guard !isClosed else { return [] }
+        for i in table.indices {
+            guard let phase = table[i]?.phase else { continue }
+            if phase == .established {
+                // Established links only touch themselves: work on them outside the table.
+                guard var l = table.take(i) else { continue }
+                if tickEstablished(&l, now: now) { table[i] = l } else { ended(l) }
+            } else {
+                tickPending(i, now: now)
+            }
+        }
+        reconcile()
+        return take()
+    }
+
+    /// When `timerFired` must run next (nil: nothing pending).
+    public var nextDeadline: Instant? {
+        var best: Instant?
+        func consider(_ d: Instant?) {
+            guard let d else { return }
+            best = best.map { min($0, d) } ?? d
+        }
+        for l in table.values {
+            consider(l.expiresAt)
+            switch l.phase {
+            case .handshaking, .inviting: consider(l.handshake.retryAt)
+            case .established:
+                if l.liveness.lost {
+                    consider(l.liveness.nextProbe)
+                    consider(l.liveness.lastHeard + configuration.lostTimeout + configuration.resumeWindow)
+                } else {
+                    consider(l.channels.sender.nextDeadline)
+                    consider(l.liveness.lastSent + configuration.keepAliveInterval)
+                    consider(l.liveness.lastHeard + configuration.lostTimeout)
+                }
+            default: break
+            }
+        }
+        return best
+    }
+
+    /// Advances a link not yet (or no longer) established, in the table.
+    mutating func tickPending(_ index: UInt32, now: Instant) {
+        guard var l = table[index] else { return }
+        let expired = l.expiresAt.map { $0 <= now } ?? false
+        switch l.phase {
+        case .handshaking:
+            if expired {
+                if l.initiator { finishInvitation(l, .timedOut) } else { statistics.halfOpenExpired += 1 }
+                removeLink(index)
+                return
+            }
+            if l.initiator, let r = l.handshake.retryAt, r <= now, let m1 = l.handshake.frame {
+                transmit(m1, to: l.address)
+                l.handshake.retryDelay = min(l.handshake.retryDelay * 2, .seconds(2))
+                l.handshake.retryAt = now + l.handshake.retryDelay
+                table[index] = l
+            }
+        case .inviting:
+            if expired {
+                finishInvitation(l, .timedOut)
+                seal(.close(CloseFrame(reason: .timedOut)), link: &l, now: now)
+                removeLink(index)
+                return
+            }
+            if let r = l.handshake.retryAt, r <= now {
+                if !l.handshake.confirmed, let m3 = l.handshake.frame { transmit(m3, to: l.address) }
+                if let inv = l.invitation.frame { seal(.invitation(inv), link: &l, now: now) }
+                l.handshake.retryDelay = min(l.handshake.retryDelay * 2, .seconds(2))
+                l.handshake.retryAt = now + l.handshake.retryDelay
+                table[index] = l
+            }
+        case .awaitingInvitation:
+            if expired { statistics.halfOpenExpired += 1; removeLink(index) }
+        case .deciding:
+            if expired { decline(index, decision: .timedOut, now: now) }
+        case .closing:
+            if expired { removeLink(index) }
+        case .established:
+            break
+        }
+    }
+
+    /// Advances an established link taken out of the table; false when it is to be removed.
+    mutating func tickEstablished(_ l: inout Link, now: Instant) -> Bool {
+        let silence = now - l.liveness.lastHeard
+        if silence >= configuration.lostTimeout + configuration.resumeWindow {
+            if let p = l.peer { emit(.peerClosed(p, .resumeExpired)) }
+            return false
+        }
+        if silence >= configuration.lostTimeout || l.liveness.lost {
+            if !l.liveness.lost {
+                l.liveness.lost = true
+                l.liveness.nextProbe = now
+                if let p = l.peer { dirty.insert(p) }
+            }
+            if let p = l.liveness.nextProbe, p <= now {
+                seal(.resume(ResumeFrame(token: l.token, receiveNext: l.channels.receiver.next)), link: &l, now: now)
+                l.liveness.nextProbe = now + configuration.resumeProbeInterval
+            }
+            return true
+        }
+        flush(&l, now: now)
+        if now - l.liveness.lastSent >= configuration.keepAliveInterval {
+            seal(.keepAlive(KeepAliveFrame(isReply: false)), link: &l, now: now)
+        }
+        return true
+    }
+}

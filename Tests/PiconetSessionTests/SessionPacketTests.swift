@@ -1,0 +1,85 @@
+import PiconetLoop
+import PiconetTestSupport
+import PiconetWire
+import Testing
+
+@testable import PiconetSession
+
+/// Parse-once packets: the outer `SessionPacket` and the inner `SealedMessage`, each a
+/// parse/encode pair (golden bytes, round trip, truncation, random bytes).
+@Suite struct SessionPacketTests {
+    static let handshake = HandshakeFrame(stage: .response, senderIndex: 0x0403_0201, receiverIndex: 0x0807_0605, body: [0xAA, 0xBB])
+    static let sealed = SealedFrame(type: .data, encrypted: true, receiverIndex: 7, counter: 0x0102,
+                                    body: [UInt8](repeating: 0xEE, count: 16))
+
+    @Test func outerPacketPicksItsShapeFromTheType() throws {
+        let hBytes: [UInt8] = [0x01, 0x01, 0x00, 0x00, 0x0B, 0x00,
+                               0x02, 0x01, 0x02, 0x03, 0x04, 0x05, 0x06, 0x07, 0x08, 0xAA, 0xBB]
+        #expect(WireChecks.golden(SessionPacket.handshake(SessionPacketTests.handshake), hBytes).isEmpty)
+        #expect(try SessionPacket(decoding: hBytes) == .handshake(SessionPacketTests.handshake))
+        let sBytes = SessionPacketTests.sealed.encoded()
+        #expect(try SessionPacket(decoding: sBytes) == .sealed(SessionPacketTests.sealed))
+        for p in [SessionPacket.handshake(SessionPacketTests.handshake), .sealed(SessionPacketTests.sealed),
+                  .handshake(HandshakeFrame(stage: .initiation, senderIndex: 9, receiverIndex: 0, body: [])),
+                  .sealed(SealedFrame(type: .close, encrypted: false, receiverIndex: 1, counter: .max - 1,
+                                      body: [UInt8](repeating: 1, count: 40)))] {
+            #expect(WireChecks.roundTrip(p).isEmpty)
+        }
+    }
+
+    @Test func everyTruncatedPacketThrowsAndRandomBytesNeverCrash() {
+        for bytes in [SessionPacket.handshake(SessionPacketTests.handshake).encoded(), SessionPacketTests.sealed.encoded()] {
+            let t = WireChecks.truncatedPrefixesThrow(bytes) { _ = try SessionPacket(decoding: $0) }
+            #expect(t.isEmpty, "\(t)")
+            let parsed = WireChecks.randomBuffers(count: 5_000, seed: 11, mutating: [bytes]) { _ = try SessionPacket(decoding: $0) }
+            #expect(parsed < 5_000)
+        }
+        #expect(throws: WireError.self) { _ = try SessionPacket(decoding: []) }
+        #expect(throws: WireError.self) { _ = try SessionPacket(decoding: [0x01]) }
+        // Not a session type (a sensor sample frame) is neither shape.
+        var samples = SessionPacketTests.sealed.encoded()
+        samples[1] = FrameType.samples.rawValue
+        #expect(throws: WireError.self) { _ = try SessionPacket(decoding: samples) }
+    }
+
+    static let messages: [SealedMessage] = [
+        .invitation(InvitationFrame(invitationID: 5, timeoutMilliseconds: 30_000, context: [0x68, 0x69])),
+        .invitationReply(InvitationReplyFrame(invitationID: 5, decision: .crossed)),
+        .data(DataFrame(kind: .reliable(seq: 3, fragmentIndex: 1, fragmentCount: 2), payload: [1, 2, 3])),
+        .data(DataFrame(kind: .unreliable(seq: 9), payload: [])),
+        .ack(AckFrame(cumulative: 10, window: 64, blocks: [12..<14])),
+        .keepAlive(KeepAliveFrame(isReply: true)),
+        .close(CloseFrame(reason: .pathTooSmall, text: "too small")),
+        .resume(ResumeFrame(token: 0x0102_0304_0506_0708, receiveNext: 42)),
+    ]
+
+    @Test func innerMessagesRoundTripUnderTheirType() throws {
+        for m in SessionPacketTests.messages {
+            let bytes = m.encoded()
+            #expect(bytes.count == m.encodedLength)
+            #expect(SealedMessage.knows(m.type))
+            #expect(try SealedMessage(type: m.type, decoding: bytes) == m, "\(m)")
+        }
+        // The golden bytes are the inner frame's own: the enum adds nothing on the wire.
+        #expect(SealedMessage.keepAlive(KeepAliveFrame(isReply: true)).encoded() == [1])
+        #expect(SealedMessage.invitationReply(InvitationReplyFrame(invitationID: 5, decision: .declined)).encoded() == [5, 0, 0, 0, 1])
+    }
+
+    @Test func innerMessagesRefuseTruncationTrailingBytesAndOtherTypes() {
+        for m in SessionPacketTests.messages {
+            // A data frame's payload runs to the end: only its header can be cut short.
+            var full = m.encoded()
+            if case let .data(d) = m { full = SealedMessage.data(DataFrame(kind: d.kind, payload: [])).encoded() }
+            let t = WireChecks.truncatedPrefixesThrow(full) { _ = try SealedMessage(type: m.type, decoding: $0) }
+            #expect(t.isEmpty, "\(m.type): \(t)")
+            if case .data = m { continue }
+            #expect(throws: WireError.self) { _ = try SealedMessage(type: m.type, decoding: m.encoded() + [0]) }
+            // Mutated bytes must throw or parse, never trap (a trap ends the test process).
+            _ = WireChecks.randomBuffers(count: 2_000, seed: 5, mutating: [m.encoded()]) {
+                _ = try SealedMessage(type: m.type, decoding: $0)
+            }
+        }
+        #expect(!SealedMessage.knows(.handshake))
+        #expect(throws: WireError.self) { _ = try SealedMessage(type: .handshake, decoding: [1]) }
+    }
+}
