@@ -53,6 +53,7 @@ struct RecordLayer {
 
     /// Seals `plain` (an encoded inner frame) as one `SealedFrame` of `type` toward the
     /// peer's `receiverIndex`. Every call spends a counter, sent or not.
+    @inline(__always)
     mutating func seal(_ plain: [UInt8], type: FrameType, receiverIndex: UInt32, now: Instant) -> Sealed {
         let interval = rekeyAfterFrames
         if let started = sendEpochStarted, now - started >= rekeyAfterTime {

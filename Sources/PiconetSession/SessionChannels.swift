@@ -12,8 +12,18 @@ import PiconetWire
 extension SessionMachine {
     /// Seals `message` on the link and sends it, if the link has its keys and the frame fits its path.
     mutating func seal(_ message: SealedMessage, link l: inout Link, now: Instant) {
-        guard l.record != nil else { return }
-        let sealed = l.record!.seal(message.encoded(), type: message.type, receiverIndex: l.remoteIndex, now: now)
+        sealEncoded(message.encoded(), type: message.type, link: &l, now: now)
+    }
+
+    /// The same for the per-message frames (data, acks): specialised per type, no enum on the hot path.
+    mutating func seal<T: WireCodable>(_ inner: T, type: FrameType, link l: inout Link, now: Instant) {
+        sealEncoded(inner.encoded(), type: type, link: &l, now: now)
+    }
+
+    mutating func sealEncoded(_ plain: [UInt8], type: FrameType, link l: inout Link, now: Instant) {
+        // Optional chaining works on the link's record layer in place (no copy of its window).
+        let remoteIndex = l.remoteIndex
+        guard let sealed = l.record?.seal(plain, type: type, receiverIndex: remoteIndex, now: now) else { return }
         statistics.rekeys += sealed.rekeys
         guard let bytes = sealed.bytes else { return }
         guard bytes.count <= l.datagramSize else {
@@ -28,7 +38,7 @@ extension SessionMachine {
     mutating func sendUnreliable(_ message: [UInt8], link l: inout Link, now: Instant) {
         let seq = l.channels.unreliableSeq
         l.channels.unreliableSeq += 1
-        seal(.data(DataFrame(kind: .unreliable(seq: seq), payload: message)), link: &l, now: now)
+        seal(DataFrame(kind: .unreliable(seq: seq), payload: message), type: .data, link: &l, now: now)
     }
 
     /// Sends what the reliable sender has due.
@@ -36,7 +46,7 @@ extension SessionMachine {
         guard l.phase == .established, !l.liveness.lost else { return }
         let before = l.channels.sender.retransmissions
         for frame in l.channels.sender.poll(now: now) {
-            seal(.data(frame), link: &l, now: now)
+            seal(frame, type: .data, link: &l, now: now)
         }
         statistics.retransmissions += l.channels.sender.retransmissions - before
     }
@@ -48,21 +58,20 @@ extension SessionMachine {
             statistics.unknownLinkDropped += 1
             return
         }
-        guard l.record != nil else {
+        let plain: [UInt8]
+        switch l.record?.open(f) {
+        case nil:   // no keys yet: the handshake is not done
             table[index] = l
             statistics.unknownLinkDropped += 1
             return
-        }
-        let plain: [UInt8]
-        switch l.record!.open(f) {
-        case let .plain(p, rekeys):
+        case let .plain(p, rekeys)?:
             statistics.rekeys += rekeys
             plain = p
-        case .replayed:
+        case .replayed?:
             statistics.replaysDropped += 1
             table[index] = l
             return
-        case .forged:
+        case .forged?:
             statistics.authenticationFailures += 1
             table[index] = l
             return
@@ -88,14 +97,10 @@ extension SessionMachine {
         }
         // Parsed once, after the record layer vouched for the bytes.
         var message: SealedMessage?
-        if SealedMessage.knows(f.type) {
-            do {
-                message = try SealedMessage(type: f.type, decoding: plain)
-            } catch {
-                statistics.malformedDropped += 1
-            }
-        } else {
-            statistics.unknownLinkDropped += 1
+        do {
+            message = try SealedMessage(type: f.type, decoding: plain)
+        } catch {
+            if SealedMessage.knows(f.type) { statistics.malformedDropped += 1 } else { statistics.unknownLinkDropped += 1 }
         }
         if hot {
             if let message, !handleOnLink(message, link: &l, now: now) { return }
@@ -180,7 +185,7 @@ extension SessionMachine {
                 ended(l)
                 return false
             }
-            seal(.ack(l.channels.receiver.acknowledgement), link: &l, now: now)
+            seal(l.channels.receiver.acknowledgement, type: .ack, link: &l, now: now)
         }
         return true
     }

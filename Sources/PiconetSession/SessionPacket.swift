@@ -9,11 +9,17 @@ enum SessionPacket: WireCodable, Equatable {
     case handshake(HandshakeFrame)
     case sealed(SealedFrame)
 
+    /// Parses a whole datagram; trailing bytes are an error. (Concrete, not the generic
+    /// `WireCodable` one: this runs for every datagram.)
+    init(decoding bytes: [UInt8]) throws(WireError) {
+        var r = ByteReader(bytes)
+        try self.init(parsing: &r)
+        try r.expectEnd()
+    }
+
     init(parsing r: inout ByteReader) throws(WireError) {
         // The type is the header's second byte (after the version); look before parsing.
-        var peek = r
-        _ = try peek.readUInt8()
-        if try peek.readUInt8() == FrameType.handshake.rawValue {
+        if try r.peekUInt8(at: 1) == FrameType.handshake.rawValue {
             self = .handshake(try HandshakeFrame(parsing: &r))
         } else {
             self = .sealed(try SealedFrame(parsing: &r))
@@ -57,11 +63,11 @@ enum SealedMessage: Equatable {
 
     /// Parses the whole `body` as the inner frame `type` names; trailing bytes are an error.
     init(type: FrameType, decoding body: [UInt8]) throws(WireError) {
-        switch type {
-        case .invitation: self = .invitation(try InvitationFrame(decoding: body))
-        case .invitationReply: self = .invitationReply(try InvitationReplyFrame(decoding: body))
+        switch type {   // the hot types first
         case .data: self = .data(try DataFrame(decoding: body))
         case .ack: self = .ack(try AckFrame(decoding: body))
+        case .invitation: self = .invitation(try InvitationFrame(decoding: body))
+        case .invitationReply: self = .invitationReply(try InvitationReplyFrame(decoding: body))
         case .keepAlive: self = .keepAlive(try KeepAliveFrame(decoding: body))
         case .close: self = .close(try CloseFrame(decoding: body))
         case .resume: self = .resume(try ResumeFrame(decoding: body))
