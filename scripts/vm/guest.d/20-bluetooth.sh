@@ -5,7 +5,7 @@
 #                         scanner on hci1 with hash, PSM, name; lost after it stops
 #   L2CAPVMTests          LE CoC + BR/EDR channels hci1 -> hci0 (MTUs, 1,000 mixed messages),
 #                         deferred setup, adapter missing, peer gone mid-transfer, adapter down
-#   L2CAPTests, BluetoothManagementTests   the unit suites, here with a Bluetooth kernel
+#   L2CAPTests, ManagementPacketTests      the unit suites, here with a Bluetooth kernel
 #   piconet-l2cap-session  a Piconet session over LE and BR/EDR channels, one process per controller
 #   piconet CLI           advertise/browse --transport bluetooth (found with name/PSM/peer tag, lost
 #                         after it stops), listen/send --transport bluetooth (by name and by ADDR/PSM),
@@ -133,7 +133,7 @@ fi
 
 btmgmt --index 0 advertising on >/dev/null 2>&1 || ko "btmgmt -i 0 advertising on"   # LE connects need an advertising target
 t=$(up)
-swift_suite 'L2CAPVMTests|L2CAPTests|BluetoothManagementTests' l2cap
+swift_suite 'L2CAPVMTests|L2CAPTests|ManagementPacketTests' l2cap
 echo "  (L2CAP suites: ${t}s -> $(up)s)"
 
 # A Piconet session (invitation, Noise XX, 50 reliable echoed in order + 50 unreliable) over
