@@ -1,6 +1,4 @@
 #!/bin/sh
-# NOT RUN by scripts/vm-test yet: in its first VM run the guest ended early, inside
-# readme_examples.py --vm, with no summary (issue 28 note). Move it back to guest.d/ once fixed.
 # README.md's Bluetooth examples, run as written in the test VM (the blocks marked
 # `<!-- readme-test: vm … -->`; the readme stage runs the others on the host): two virtual
 # controllers (hci_vhci + btvirt -l2: hci0 = 00:AA:01:00:00:00, hci1) and a dummy `wlan0`
