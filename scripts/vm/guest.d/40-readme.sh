@@ -31,8 +31,7 @@ else
 fi
 
 python3 "$PICONET_ROOT/scripts/lib/readme_examples.py" --vm --readme "$PICONET_ROOT/README.md" \
-  --root "$PICONET_ROOT" --bin "$PICONET_BIN_DIR" > /tmp/readme-vm.log 2>&1
-cat /tmp/readme-vm.log
+  --root "$PICONET_ROOT" --bin "$PICONET_BIN_DIR" 2>&1 | tee /tmp/readme-vm.log
 line=$(grep -E '^readme-vm: [0-9]+ passed, [0-9]+ failed' /tmp/readme-vm.log | tail -n1)
 if [ -n "$line" ]; then
   PASS=$((PASS + $(echo "$line" | sed -E 's/^readme-vm: ([0-9]+) passed.*/\1/')))
