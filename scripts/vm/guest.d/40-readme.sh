@@ -24,6 +24,7 @@ for i in 0 1; do
   done
 done
 ok "controllers up: hci0=$(hciconfig hci0 | awk '/BD Address/{print $3}') hci1=$(hciconfig hci1 | awk '/BD Address/{print $3}')"
+ip link set lo up   # the hub example serves HTTP on 127.0.0.1 (run alone, no other guest script did this)
 if ip link add wlan0 type dummy 2>/dev/null && ip link set wlan0 multicast on up && ip addr add 10.79.9.1/24 dev wlan0; then
   ok "dummy wlan0 (10.79.9.1/24) for the examples that name it"
 else
