@@ -8,6 +8,7 @@
 //   features:     PiconetHub  PiconetSensors            (pure logic)
 //   peer core:    PiconetDiscovery  PiconetSession      (pure state machines)
 //   base:         PiconetWire  PiconetLoop              (pure: bytes, time, loop API)
+//                 (PiconetWire uses PiconetLoop's address types: mgmt packets name peers)
 //   OS edge:      PiconetPosix (epoll, sockets, syscalls)  PiconetLights (libgpiod)
 //                 CBlueZ  CGPIOD  CSodium               (C headers)
 import PackageDescription
@@ -61,7 +62,7 @@ let package = Package(
                        providers: [.apt(["libsodium-dev"])]),
 
         // Base (pure).
-        .target(name: "PiconetWire", swiftSettings: swift6),
+        .target(name: "PiconetWire", dependencies: ["PiconetLoop"], swiftSettings: swift6),
         .target(name: "PiconetLoop", swiftSettings: swift6),
 
         // OS edge.

@@ -275,7 +275,7 @@ public struct BluetoothBrowser {
 public final class BluetoothBrowserDriver {
     public private(set) var browser: BluetoothBrowser
     private let loop: EventLoop
-    private var lossTimer: (id: TimerID, at: Instant)?
+    private let lossTimer: MachineTimer
     private var restartTimer: TimerID?
     public var restartDelay: Duration = .milliseconds(200)
     public var startScan: () -> Void
@@ -286,9 +286,14 @@ public final class BluetoothBrowserDriver {
     public init(loop: EventLoop, browser: BluetoothBrowser, startScan: @escaping () -> Void,
                 onEvent: @escaping (BluetoothBrowser.Action) -> Void = { _ in }) {
         self.loop = loop
+        lossTimer = MachineTimer(loop: loop)
         self.browser = browser
         self.startScan = startScan
         self.onEvent = onEvent
+        lossTimer.onFire = { [weak self] in
+            guard let self else { return }
+            self.deliver(self.browser.timerFired(at: self.loop.now))
+        }
     }
 
     public func start() {
@@ -303,8 +308,7 @@ public final class BluetoothBrowserDriver {
         isRunning = false
         if let restartTimer { loop.cancel(restartTimer) }
         restartTimer = nil
-        if let lossTimer { loop.cancel(lossTimer.id) }
-        lossTimer = nil
+        lossTimer.cancel()
         browser.reset()
     }
 
@@ -330,17 +334,5 @@ public final class BluetoothBrowserDriver {
         rearm()
     }
 
-    private func rearm() {
-        let next = browser.nextDeadline
-        if lossTimer?.at == next { return }
-        if let lossTimer { loop.cancel(lossTimer.id) }
-        lossTimer = nil
-        guard let next, isRunning else { return }
-        let id = loop.schedule(at: next) { [weak self] in
-            guard let self else { return }
-            self.lossTimer = nil
-            self.deliver(self.browser.timerFired(at: self.loop.now))
-        }
-        lossTimer = (id, next)
-    }
+    private func rearm() { lossTimer.follow(isRunning ? browser.nextDeadline : nil) }
 }

@@ -19,14 +19,19 @@ extension MDNSBrowser: MDNSStateMachine {}
 public final class MDNSDriver<Machine: MDNSStateMachine> {
     public private(set) var machine: Machine
     private let loop: EventLoop
-    private var timer: (id: TimerID, at: Instant)?
+    private let timer: MachineTimer
     /// Receives every batch of actions; the owner sends packets and reports events.
     public var onActions: ([Machine.Action]) -> Void
 
     public init(loop: EventLoop, machine: Machine, onActions: @escaping ([Machine.Action]) -> Void = { _ in }) {
         self.loop = loop
+        timer = MachineTimer(loop: loop)
         self.machine = machine
         self.onActions = onActions
+        timer.onFire = { [weak self] in
+            guard let self else { return }
+            self.deliver(self.machine.timerFired(at: self.loop.now))
+        }
     }
 
     /// Feeds a received datagram.
@@ -42,28 +47,12 @@ public final class MDNSDriver<Machine: MDNSStateMachine> {
     }
 
     /// Cancels the timer; the machine stays as it is.
-    public func cancel() {
-        if let t = timer { loop.cancel(t.id) }
-        timer = nil
-    }
+    public func cancel() { timer.cancel() }
 
     private func deliver(_ actions: [Machine.Action]) {
         if !actions.isEmpty { onActions(actions) }
         rearm()
     }
 
-    private func rearm() {
-        guard let next = machine.nextDeadline else {
-            cancel()
-            return
-        }
-        if let t = timer, t.at == next { return }
-        cancel()
-        let id = loop.schedule(at: next) { [weak self] in
-            guard let self else { return }
-            self.timer = nil
-            self.deliver(self.machine.timerFired(at: self.loop.now))
-        }
-        timer = (id, next)
-    }
+    private func rearm() { timer.follow(machine.nextDeadline) }
 }

@@ -10,7 +10,7 @@ public final class LightsDriver {
     private let loop: EventLoop
     private let outputs: [LightRole: LineOutput]
     public private(set) var board: LightBoard
-    private let timer: DeadlineTimer
+    private let timer: MachineTimer
     private var stopped = false
 
     /// Every failed line write (the node keeps going; the fault is visible here).
@@ -25,8 +25,12 @@ public final class LightsDriver {
     public init(loop: EventLoop, outputs: [LightRole: LineOutput]) {
         self.loop = loop
         self.outputs = outputs
-        timer = DeadlineTimer(loop: loop)
+        timer = MachineTimer(loop: loop)
         board = LightBoard(roles: LightRole.allCases.filter { outputs[$0] != nil }, at: loop.now)
+        timer.onFire = { [weak self] in
+            guard let self else { return }
+            self.run { $0.timerFired(at: self.loop.now) }
+        }
     }
 
     /// Shows the node's state (pattern phase starts now).
@@ -43,7 +47,7 @@ public final class LightsDriver {
 
     /// The defined final state: every LED off, no timer left. Call before releasing the lines.
     public func shutdown() {
-        timer.disarm()
+        timer.cancel()
         stopped = true
         for role in LightRole.allCases { if let out = outputs[role] { write(out, role, false) } }
     }
@@ -71,12 +75,7 @@ public final class LightsDriver {
         }
     }
 
-    private func rearm() {
-        timer.arm(at: board.nextDeadline) { [weak self] in
-            guard let self else { return }
-            self.run { $0.timerFired(at: self.loop.now) }
-        }
-    }
+    private func rearm() { timer.follow(board.nextDeadline) }
 }
 
 /// Feeds a button's edges through a `ButtonDebouncer` on any `EventLoop`.
@@ -88,14 +87,20 @@ public final class ButtonDriver {
     private let loop: EventLoop
     public private(set) var debouncer: ButtonDebouncer
     private let onEvent: (ButtonEvent) -> Void
-    private let timer: DeadlineTimer
+    private let timer: MachineTimer
 
     public init(loop: EventLoop, debouncer: ButtonDebouncer = ButtonDebouncer(),
                 onEvent: @escaping (ButtonEvent) -> Void) {
         self.loop = loop
         self.debouncer = debouncer
         self.onEvent = onEvent
-        timer = DeadlineTimer(loop: loop)
+        timer = MachineTimer(loop: loop)
+        timer.onFire = { [weak self] in
+            guard let self else { return }
+            let events = self.debouncer.timerFired(at: self.loop.now)
+            self.rearm()
+            events.forEach(self.onEvent)
+        }
     }
 
     /// A raw level change seen now (`true` = pressed, active-low already applied).
@@ -106,45 +111,7 @@ public final class ButtonDriver {
     }
 
     /// Stops the timer (on exit).
-    public func cancel() { timer.disarm() }
+    public func cancel() { timer.cancel() }
 
-    private func rearm() {
-        timer.arm(at: debouncer.nextDeadline) { [weak self] in
-            guard let self else { return }
-            let events = self.debouncer.timerFired(at: self.loop.now)
-            self.rearm()
-            events.forEach(self.onEvent)
-        }
-    }
-}
-
-/// One loop timer that follows a state machine's `nextDeadline`.
-///
-/// Re-arming for the deadline already armed does nothing, so a machine that
-/// reports the same deadline after every input costs no timer churn.
-final class DeadlineTimer {
-    private let loop: EventLoop
-    private var timer: TimerID?
-    private var armedFor: Instant?
-
-    init(loop: EventLoop) { self.loop = loop }
-
-    /// Arms for `deadline` (nil: disarm); `body` runs once then.
-    func arm(at deadline: Instant?, _ body: @escaping () -> Void) {
-        guard deadline != armedFor else { return }
-        disarm()
-        guard let deadline else { return }
-        armedFor = deadline
-        timer = loop.schedule(at: deadline) { [weak self] in
-            self?.timer = nil
-            self?.armedFor = nil
-            body()
-        }
-    }
-
-    func disarm() {
-        if let timer { loop.cancel(timer) }
-        timer = nil
-        armedFor = nil
-    }
+    private func rearm() { timer.follow(debouncer.nextDeadline) }
 }

@@ -14,6 +14,7 @@
 import CBlueZ
 import Glibc
 import PiconetLoop
+import PiconetWire
 
 /// BT_SECURITY levels (the link's authentication/encryption requirement).
 public enum L2CAPSecurity: UInt8, Sendable, CaseIterable {

@@ -4,47 +4,19 @@
 import CBlueZ
 import Glibc
 import PiconetLoop
+import PiconetWire
 
-/// A Bluetooth device address, most significant byte first (as printed: "00:AA:01:00:00:23").
-///
-/// The kernel's `bdaddr_t` is least significant byte first; conversions happen only here.
-public struct BluetoothAddress: Hashable, Sendable, CustomStringConvertible {
-    public let bytes: [UInt8]
-
-    /// Six bytes, most significant first; nil for any other count.
-    public init?(bytes: [UInt8]) {
-        guard bytes.count == 6 else { return nil }
-        self.bytes = bytes
-    }
-
-    /// Parses "AA:BB:CC:DD:EE:FF" (hex, any case); nil otherwise.
-    public init?(_ text: String) {
-        let parts = text.split(separator: ":", omittingEmptySubsequences: false)
-        guard parts.count == 6 else { return nil }
-        var b: [UInt8] = []
-        for p in parts {
-            guard p.count == 2, let v = UInt8(p, radix: 16) else { return nil }
-            b.append(v)
-        }
-        bytes = b
-    }
-
-    /// 00:00:00:00:00:00 (BDADDR_ANY).
-    public static let any = BluetoothAddress(bdaddr_t())
-
+// `BluetoothAddress` itself is a wire value (PiconetWire); the kernel's `bdaddr_t`
+// (least significant byte first) is converted only here.
+extension BluetoothAddress {
     init(_ b: bdaddr_t) {
-        bytes = [b.b.5, b.b.4, b.b.3, b.b.2, b.b.1, b.b.0]
+        self = BluetoothAddress(bytes: [b.b.5, b.b.4, b.b.3, b.b.2, b.b.1, b.b.0]) ?? .any  // always 6 bytes
     }
 
     var bdaddr: bdaddr_t {
         var a = bdaddr_t()
         a.b = (bytes[5], bytes[4], bytes[3], bytes[2], bytes[1], bytes[0])
         return a
-    }
-
-    public var description: String {
-        bytes.map { b -> String in let s = String(b, radix: 16, uppercase: true); return s.count == 1 ? "0" + s : s }
-            .joined(separator: ":")
     }
 }
 

@@ -7,6 +7,7 @@
 // itself (`--pairing piconet`).
 import PiconetLoop
 import PiconetPosix
+import PiconetWire
 
 /// Answers the kernel's pairing questions on one adapter, as bluetoothd's agent would.
 ///

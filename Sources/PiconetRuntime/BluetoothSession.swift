@@ -12,6 +12,7 @@
 import PiconetLoop
 import PiconetPosix
 import PiconetSession
+import PiconetWire
 
 /// A `DatagramEndpoint` over L2CAP channels, one per remote address.
 ///

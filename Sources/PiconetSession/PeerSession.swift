@@ -29,8 +29,7 @@ public final class PeerSession {
     public weak var delegate: PeerSessionDelegate?
     /// Called for every event after the delegate (simple closures for scripts and tests).
     public var onEvent: ((SessionEvent) -> Void)?
-    private var timer: TimerID?
-    private var timerDeadline: Instant?
+    private let timer: MachineTimer
     /// One per `events` stream still consumed.
     private var continuations: [AsyncStream<SessionEvent>.Continuation] = []
     /// How many events an `events` stream holds for a consumer that has not read them; past it the
@@ -52,6 +51,11 @@ public final class PeerSession {
         machine = SessionMachine(identity: identity, configuration: config, random: &random)
         self.endpoint = endpoint
         self.loop = loop
+        timer = MachineTimer(loop: loop)
+        timer.onFire = { [weak self] in
+            guard let self else { return }
+            self.perform(self.machine.timerFired(at: self.loop.now))
+        }
         endpoint.onDatagram = { [weak self] d in
             guard let self else { return }
             self.perform(self.machine.received(d.bytes, from: d.source, at: self.loop.now,
@@ -127,8 +131,7 @@ public final class PeerSession {
     /// Closes every link, cancels the timer, finishes `events`. The endpoint stays open (the caller owns it).
     public func close() {
         perform(machine.close(now: loop.now))
-        if let timer { loop.cancel(timer) }
-        timer = nil
+        timer.cancel()
         endpoint.onDatagram = nil
         for c in continuations { c.finish() }
         continuations = []
@@ -178,20 +181,7 @@ public final class PeerSession {
         }
     }
 
-    private func rearm() {
-        let next = machine.nextDeadline
-        if next == timerDeadline, timer != nil { return }
-        if let timer { loop.cancel(timer) }
-        timer = nil
-        timerDeadline = next
-        guard let next else { return }
-        timer = loop.schedule(at: next) { [weak self] in
-            guard let self else { return }
-            self.timer = nil
-            self.timerDeadline = nil
-            self.perform(self.machine.timerFired(at: self.loop.now))
-        }
-    }
+    private func rearm() { timer.follow(machine.nextDeadline) }
 }
 
 /// Lets a session run over a connected `MessageEndpoint` (TCP framed, L2CAP):

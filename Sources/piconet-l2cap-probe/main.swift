@@ -12,6 +12,7 @@
 // Servers print "ready" once listening. Errors are one line on stdout, exit 2.
 import PiconetLoop
 import PiconetPosix
+import PiconetWire
 
 func fail(_ message: String) -> Never {
     print("piconet-l2cap-probe: \(message)")

@@ -24,6 +24,7 @@ import PiconetLoop
 import PiconetPosix
 import PiconetRuntime
 import PiconetSession
+import PiconetWire
 
 func fail(_ message: String, code: Int32 = 2) -> Never {
     print("piconet-l2cap-session: \(message)")

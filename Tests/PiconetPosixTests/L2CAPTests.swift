@@ -1,6 +1,7 @@
 import Glibc
 import PiconetLoop
 import PiconetPosix
+import PiconetWire
 import Testing
 
 /// Whether this kernel has AF_BLUETOOTH at all (the build hosts do not; the test VM does).

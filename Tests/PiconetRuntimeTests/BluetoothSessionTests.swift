@@ -2,6 +2,7 @@ import PiconetLoop
 import PiconetPosix
 import PiconetRuntime
 import PiconetSession
+import PiconetWire
 import Testing
 
 /// A stand-in for the Bluetooth side of a router: records what it was given.

@@ -13,11 +13,12 @@
 #   /var/lib/piconet                       the service's state (identity keys), 0750 piconet:piconet
 # Config JSON: only keys piconet-node and piconet-hub accept (they refuse unknown keys, so no
 # "schema" key; stage 50-flash-provision starts the real node on a provisioned config):
+# The keys are the binaries' long flag names (as README's config section promises):
 #   {"name":NAME, "role":"node"|"hub", "service":"hr-sensor", "board":ID,
-#    "gpioChip":LABEL|null, "interfaces":[IFACE]  (the discovery interface, wlan0 by default),
-#    "stateDirectory":"/var/lib/piconet", "boardsDirectory":"/etc/piconet/boards",
-#    "allowList":[PEER_ID]   (only with --hub-key: 32 hex digits, as piconet-hub prints it)}
-# With scripts/provision --prefix P, stateDirectory and boardsDirectory start with P, so the
+#    "gpio-chip":LABEL|null, "interface":[IFACE]  (the discovery interface, wlan0 by default),
+#    "state-dir":"/var/lib/piconet", "boards-dir":"/etc/piconet/boards",
+#    "allow-list":[PEER_ID]   (only with --hub-key: 32 hex digits, as piconet-hub prints it)}
+# With scripts/provision --prefix P, state-dir and boards-dir start with P, so the
 # binary started from the prefix keeps its identity and finds its board there.
 
 PICONET_SERVICE_TYPE=hr-sensor
@@ -108,15 +109,15 @@ check_key() {
 }
 
 # render_config ROLE NAME BOARD_FILE [HUB_KEY] [IFACE] [PREFIX]: the config JSON on stdout.
-# IFACE "" leaves "interfaces" out (the binary then uses every up multicast interface).
+# IFACE "" leaves "interface" out (the binary then uses every up multicast interface).
 render_config() {
   local role=$1 name=$2 board=$3 key=${4:-} iface=${5-wlan0} prefix=${6:-}
   jq -n --arg role "$role" --arg name "$name" --arg service "$PICONET_SERVICE_TYPE" \
         --arg key "$key" --arg iface "$iface" --arg p "$prefix" --slurpfile b "$board" '
-    {name: $name, role: $role, service: $service, board: $b[0].id, gpioChip: $b[0].gpioChip,
-     stateDirectory: ($p + "/var/lib/piconet"), boardsDirectory: ($p + "/etc/piconet/boards")}
-    + (if $iface == "" then {} else {interfaces: [$iface]} end)
-    + (if $key == "" then {} else {allowList: [($key | ascii_downcase)]} end)'
+    {name: $name, role: $role, service: $service, board: $b[0].id, "gpio-chip": $b[0].gpioChip,
+     "state-dir": ($p + "/var/lib/piconet"), "boards-dir": ($p + "/etc/piconet/boards")}
+    + (if $iface == "" then {} else {interface: [$iface]} end)
+    + (if $key == "" then {} else {"allow-list": [($key | ascii_downcase)]} end)'
 }
 
 # start_command ROLE [PREFIX]: the command line that runs the binary on its config: the unit's

@@ -5,7 +5,7 @@
 #                         scanner on hci1 with hash, PSM, name; lost after it stops
 #   L2CAPVMTests          LE CoC + BR/EDR channels hci1 -> hci0 (MTUs, 1,000 mixed messages),
 #                         deferred setup, adapter missing, peer gone mid-transfer, adapter down
-#   L2CAPTests, BluetoothManagementTests   the unit suites, here with a Bluetooth kernel
+#   L2CAPTests, ManagementPacketTests      the unit suites, here with a Bluetooth kernel
 #   piconet-l2cap-session  a Piconet session over LE and BR/EDR channels, one process per controller
 #   piconet CLI           advertise/browse --transport bluetooth (found with name/PSM/peer tag, lost
 #                         after it stops), listen/send --transport bluetooth (by name and by ADDR/PSM),
@@ -21,25 +21,39 @@ ko() { FAIL=$((FAIL + 1)); echo "FAIL: $*"; }
 up() { cut -d' ' -f1 /proc/uptime; }
 
 [ -e /dev/vhci ] || modprobe hci_vhci || ko "modprobe hci_vhci"
-btvirt -l2 > /tmp/btvirt.log 2>&1 &
-BTVIRT=$!
-for i in $(seq 50); do [ -e /sys/class/bluetooth/hci1 ] && break; sleep 0.1; done
-if [ ! -e /sys/class/bluetooth/hci1 ]; then
-  ko "btvirt made no hci0/hci1"; cat /tmp/btvirt.log
-  echo "$PASS passed, $FAIL failed, $SKIP skipped"; exit 1
-fi
-# A controller still initialising can drop a setting without btmgmt failing (seen once: LE off,
-# so every Add Advertising was "Rejected"): check "current settings" and set again until they hold.
-for i in 0 1; do
-  for try in 1 2 3 4 5; do
-    for s in "le on" "bredr on" "connectable on" "power on"; do btmgmt --index $i $s >/dev/null 2>&1; done
-    settings=$(btmgmt --index $i info 2>/dev/null | grep -m1 "current settings")
-    echo "$settings" | grep -qE "powered.* le( |$)" && break
-    sleep 1
+# bt_start: two fresh emulated controllers (btvirt -l2: hci0, hci1), LE + BR/EDR, powered.
+# Also used after the channel-drop test: powering a controller off mid-connection can leave the
+# kernel with a stale LE connection ("Ignoring HCI_Connection_Complete for existing connection",
+# "ACL packet for unknown connection handle"), after which every LE connect times out; new
+# controllers start clean.
+bt_start() {
+  btvirt -l2 > /tmp/btvirt.log 2>&1 &
+  BTVIRT=$!
+  for i in $(seq 50); do [ -e /sys/class/bluetooth/hci1 ] && break; sleep 0.1; done
+  if [ ! -e /sys/class/bluetooth/hci1 ]; then
+    ko "btvirt made no hci0/hci1"; cat /tmp/btvirt.log
+    echo "$PASS passed, $FAIL failed, $SKIP skipped"; exit 1
+  fi
+  # A controller still initialising can drop a setting without btmgmt failing (seen once: LE off,
+  # so every Add Advertising was "Rejected"): check "current settings" and set again until they hold.
+  for i in 0 1; do
+    for try in 1 2 3 4 5; do
+      for s in "le on" "bredr on" "connectable on" "power on"; do btmgmt --index $i $s >/dev/null 2>&1; done
+      settings=$(btmgmt --index $i info 2>/dev/null | grep -m1 "current settings")
+      echo "$settings" | grep -qE "powered.* le( |$)" && break
+      sleep 1
+    done
+    echo "$settings" | grep -qE "powered.* le( |$)" || ko "hci$i settings after 5 tries: $settings"
   done
-  echo "$settings" | grep -qE "powered.* le( |$)" || ko "hci$i settings after 5 tries: $settings"
-done
-A0=$(hciconfig hci0 | awk '/BD Address/{print $3}'); A1=$(hciconfig hci1 | awk '/BD Address/{print $3}')
+  A0=$(hciconfig hci0 | awk '/BD Address/{print $3}'); A1=$(hciconfig hci1 | awk '/BD Address/{print $3}')
+}
+# bt_restart: ends btvirt (its controllers go away) and starts two new ones.
+bt_restart() {
+  kill $BTVIRT 2>/dev/null; wait $BTVIRT 2>/dev/null
+  for i in $(seq 50); do [ -e /sys/class/bluetooth/hci0 ] || [ -e /sys/class/bluetooth/hci1 ] || break; sleep 0.1; done
+  bt_start
+}
+bt_start
 ok "two virtual controllers up: hci0=$A0 hci1=$A1"
 
 # swift_suite FILTER LOGNAME: runs the test bundle, adds its passed/failed/skipped counts.
@@ -133,7 +147,7 @@ fi
 
 btmgmt --index 0 advertising on >/dev/null 2>&1 || ko "btmgmt -i 0 advertising on"   # LE connects need an advertising target
 t=$(up)
-swift_suite 'L2CAPVMTests|L2CAPTests|BluetoothManagementTests' l2cap
+swift_suite 'L2CAPVMTests|L2CAPTests|ManagementPacketTests' l2cap
 echo "  (L2CAP suites: ${t}s -> $(up)s)"
 
 # A Piconet session (invitation, Noise XX, 50 reliable echoed in order + 50 unreliable) over
@@ -202,6 +216,8 @@ if [ -x "$SESSION" ]; then
   else
     ko "session over L2CAP across a channel drop (exit $rc): $out"
   fi
+  bt_restart
+  [ -n "$A0" ] && [ -n "$A1" ] && ok "fresh controllers after the channel-drop test: hci0=$A0 hci1=$A1" || ko "no fresh controllers after the channel-drop test"
 else
   SKIP=$((SKIP + 1)); echo "SKIP: session over L2CAP: $SESSION not built"
 fi

@@ -1,6 +1,4 @@
 #!/bin/sh
-# NOT RUN by scripts/vm-test yet: in its first VM run the guest ended early, inside
-# readme_examples.py --vm, with no summary (issue 28 note). Move it back to guest.d/ once fixed.
 # README.md's Bluetooth examples, run as written in the test VM (the blocks marked
 # `<!-- readme-test: vm … -->`; the readme stage runs the others on the host): two virtual
 # controllers (hci_vhci + btvirt -l2: hci0 = 00:AA:01:00:00:00, hci1) and a dummy `wlan0`
@@ -26,6 +24,7 @@ for i in 0 1; do
   done
 done
 ok "controllers up: hci0=$(hciconfig hci0 | awk '/BD Address/{print $3}') hci1=$(hciconfig hci1 | awk '/BD Address/{print $3}')"
+ip link set lo up   # the hub example serves HTTP on 127.0.0.1 (run alone, no other guest script did this)
 if ip link add wlan0 type dummy 2>/dev/null && ip link set wlan0 multicast on up && ip addr add 10.79.9.1/24 dev wlan0; then
   ok "dummy wlan0 (10.79.9.1/24) for the examples that name it"
 else
@@ -33,8 +32,7 @@ else
 fi
 
 python3 "$PICONET_ROOT/scripts/lib/readme_examples.py" --vm --readme "$PICONET_ROOT/README.md" \
-  --root "$PICONET_ROOT" --bin "$PICONET_BIN_DIR" > /tmp/readme-vm.log 2>&1
-cat /tmp/readme-vm.log
+  --root "$PICONET_ROOT" --bin "$PICONET_BIN_DIR" 2>&1 | tee /tmp/readme-vm.log
 line=$(grep -E '^readme-vm: [0-9]+ passed, [0-9]+ failed' /tmp/readme-vm.log | tail -n1)
 if [ -n "$line" ]; then
   PASS=$((PASS + $(echo "$line" | sed -E 's/^readme-vm: ([0-9]+) passed.*/\1/')))

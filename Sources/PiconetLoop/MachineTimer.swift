@@ -1,0 +1,50 @@
+/// The one loop timer a state machine's driver keeps at the machine's `nextDeadline`.
+///
+/// Every driver (PeerSession, MDNSDriver, BluetoothBrowserDriver, LightsDriver,
+/// ButtonDriver) sets `onFire` once and calls `follow(_:)` after each input with the
+/// machine's new `nextDeadline`. The timer is re-armed only when that deadline changed, so a
+/// machine that reports the same deadline after every datagram costs no timer
+/// churn; nil cancels it, so an idle machine holds no timer and the loop sleeps.
+/// When it fires it is forgotten *before* `onFire` runs, so `onFire` (which feeds
+/// `timerFired(at:)` and follows the next deadline) arms the next one. `onFire` is set
+/// once rather than passed to `follow`: `follow` runs after every datagram, and a
+/// closure argument would cost an allocation each time even when nothing changes.
+///
+/// The machine itself stays with its driver (each has its own action type and
+/// ownership); this is the part all of them shared. Loop-bound: not `Sendable`.
+public final class MachineTimer {
+    private let loop: EventLoop
+    private var timer: TimerID?
+    /// The deadline the timer is armed for; nil when none is.
+    public private(set) var deadline: Instant?
+    /// How many loop timers were scheduled: what "re-arm only on change" keeps low.
+    public private(set) var armed = 0
+
+    /// Runs when the armed deadline is due (capture the driver weakly: the loop holds it).
+    public var onFire: () -> Void = {}
+
+    public init(loop: EventLoop) { self.loop = loop }
+
+    /// Keeps the timer at `deadline` (nil: none); `onFire` runs once when it is due.
+    /// The same deadline as the armed one keeps the armed timer.
+    public func follow(_ deadline: Instant?) {
+        if deadline == self.deadline, timer != nil { return }
+        cancel()
+        guard let deadline else { return }
+        self.deadline = deadline
+        armed += 1
+        timer = loop.schedule(at: deadline) { [weak self] in
+            guard let self else { return }
+            self.timer = nil
+            self.deadline = nil
+            self.onFire()
+        }
+    }
+
+    /// Cancels the armed timer, if any (on close or stop).
+    public func cancel() {
+        if let timer { loop.cancel(timer) }
+        timer = nil
+        deadline = nil
+    }
+}
