@@ -110,9 +110,14 @@ let package = Package(
                                .product(name: "Logging", package: "swift-log")],
                 swiftSettings: swift6),
 
+        // The ArgumentParser runner of the one command-line convention (piconet, piconet-hub).
+        .target(name: "PiconetCLI",
+                dependencies: ["PiconetRuntime", .product(name: "ArgumentParser", package: "swift-argument-parser")],
+                swiftSettings: swift6),
+
         // Executables.
         .executableTarget(name: "piconet",
-                          dependencies: ["PiconetRuntime",
+                          dependencies: ["PiconetRuntime", "PiconetCLI",
                                          .product(name: "ArgumentParser", package: "swift-argument-parser")],
                           swiftSettings: swift6, linkerSettings: smallBinary),
         // No ArgumentParser in the node: PiconetRuntime's CommandLineSpec keeps ~1.5 MB
@@ -120,7 +125,7 @@ let package = Package(
         .executableTarget(name: "piconet-node", dependencies: ["PiconetRuntime"],
                           swiftSettings: swift6, linkerSettings: smallBinary),
         .executableTarget(name: "piconet-hub",
-                          dependencies: ["PiconetRuntime", "PiconetHub", "PiconetHubServer", "PiconetStore",
+                          dependencies: ["PiconetRuntime", "PiconetCLI", "PiconetHub", "PiconetHubServer", "PiconetStore",
                                          .product(name: "ArgumentParser", package: "swift-argument-parser")],
                           swiftSettings: swift6, linkerSettings: smallBinary),
 
