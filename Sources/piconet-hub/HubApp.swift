@@ -86,36 +86,24 @@ final class HubApp {
     init(_ settings: HubSettings) throws {
         self.settings = settings
         loop = try EpollLoop()
-        identity = try SessionIdentityFile.loadOrCreate(path: settings.identityPath, displayName: settings.name)
         let profile = try BoardCatalog.profile(settings.board, in: settings.boardsDirectory)
         var config = SessionConfiguration()
         config.policy = .declineAll          // the hub invites; it does not take invitations
         config.encryption = settings.encryption
-        if settings.transport.usesBluetooth {
-            let adapter = try RadioTransport.adapter(settings.adapter, board: profile?.bluetoothAdapter)
-            // No listen PSM: the hub only dials the channels its invitations go over.
-            var bt = L2CAPDatagramEndpoint.Configuration()
-            bt.options.security = settings.linkSecurity.level
-            let host = try BluetoothSessionHost(loop: loop, adapter: adapter, listenPSM: nil, identity: identity, configuration: config,
-                                                bluetoothConfiguration: bt,
-                                                udpBind: settings.transport == .any ? .ipv4(0, 0, 0, 0, port: 0) : nil,
-                                                udpInterfaces: settings.interfaces)
-            if settings.linkSecurity.pairing == .piconet {
-                // Just Works pairing, only with the nodes the hub is dialling.
-                let endpoint = host.bluetooth
-                pairingAgent = try PairingAgent(loop: loop, adapter: adapter, consent: { [weak endpoint] p in
-                    endpoint?.hasChannel(toDevice: p.address) ?? false
-                })
-            }
-            bluetooth = host
-            udp = host.udp
-            session = host.session
-        } else {
-            let endpoint = try UDPSessionHost.openSocket(loop: loop, bind: .ipv4(0, 0, 0, 0, port: 0), interfaces: settings.interfaces)
-            bluetooth = nil
-            udp = endpoint
-            session = try PeerSession(identity: identity, configuration: config, endpoint: endpoint, loop: loop)
-        }
+        // No listen PSM: the hub only dials the channels its invitations go over (and pairs,
+        // with --pairing piconet, only with the nodes it is dialling: SessionHost's rule).
+        var spec = SessionHostSpec(identity: .keyFile(path: settings.identityPath, displayName: settings.name), configuration: config)
+        spec.transport = settings.transport
+        spec.interfaces = settings.interfaces
+        spec.adapter = settings.adapter
+        spec.boardAdapter = profile?.bluetoothAdapter
+        spec.linkSecurity = settings.linkSecurity
+        let host = try SessionHost(loop: loop, spec)
+        identity = host.identity
+        bluetooth = host.bluetooth
+        udp = host.udp
+        session = host.session
+        pairingAgent = host.pairingAgent
         aggregator = Aggregator(configuration: settings.hub)
         nodeManager = HubNodeManager(policy: NodeManagerPolicy(allowList: settings.allowList, askBeforeInviting: settings.askBeforeInviting))
         recorder = HistoryRecorder(path: settings.databasePath,
@@ -185,7 +173,7 @@ final class HubApp {
                 if !self.inPlace { say("piconet-hub: \(TerminalText.escaped("\(e)"))\n") }
             }
             bluetooth.bluetooth.onChannelEvent = { [unowned self] e in
-                if !self.inPlace { say("piconet-hub: bluetooth: \(TerminalText.escaped("\(e)"))\n") }
+                if !self.inPlace { say("piconet-hub: \(TerminalText.escaped(HumanWords.channel(e)))\n") }
                 if case let .opened(address, false, _, _, _) = e { self.bluetoothChannelOpened(address) }
             }
             try startPeerBrowser(adapter: bluetooth.bluetooth.adapter)

@@ -97,6 +97,8 @@ struct HubCommand: ParsableCommand {
     static func exitStatus(for error: any Error) -> Int32 {
         switch error {
         case is DiscoveryRuntimeError: return ExitStatus.unavailable
+        case let e as SessionHostError: return e.exitStatus
+        case let e as BluetoothError: return e.isUnavailable ? ExitStatus.unavailable : ExitStatus.failure
         case let e as HubStartFailure: return e.status
         case let e as SessionRuntimeError:
             if case .keyFile(.tooOpen) = e { return ExitStatus.permission }

@@ -114,6 +114,8 @@ enum NodeCommand {
     static func exitStatus(for error: any Error) -> Int32 {
         switch error {
         case is DiscoveryRuntimeError: return ExitStatus.unavailable
+        case let e as SessionHostError: return e.exitStatus
+        case let e as BluetoothError: return e.isUnavailable ? ExitStatus.unavailable : ExitStatus.failure
         case let e as SessionRuntimeError:
             if case .keyFile(.tooOpen) = e { return ExitStatus.permission }
             return e.isUnavailable ? ExitStatus.unavailable : ExitStatus.failure
