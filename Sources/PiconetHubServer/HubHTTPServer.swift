@@ -42,7 +42,7 @@ public struct HubHTTPServer: Sendable {
         let feed = self.feed
         let metrics = self.metrics
         router.get("/") { _, _ in
-            let json = String(decoding: try JSONEncoder().encode(feed.snapshot), as: UTF8.self)
+            let json = String(decoding: try HubJSON.encode(feed.snapshot), as: UTF8.self)
             return Response(status: .ok, headers: [.contentType: "text/html; charset=utf-8"],
                             body: .init(byteBuffer: ByteBuffer(string: LivePage.html(snapshotJSON: json))))
         }
@@ -75,9 +75,8 @@ public struct HubHTTPServer: Sendable {
                 status: .ok,
                 headers: [.contentType: "text/event-stream", .cacheControl: "no-cache"],
                 body: ResponseBody { writer in
-                    let encoder = JSONEncoder()
                     for await snapshot in stream {
-                        let json = try encoder.encode(snapshot)
+                        let json = try HubJSON.encode(snapshot)
                         var buf = ByteBuffer(string: "data: ")
                         buf.writeBytes(json)
                         buf.writeString("\n\n")
@@ -131,11 +130,32 @@ enum SeriesWindow {
 }
 
 func jsonResponse<T: Encodable>(_ value: T, status: HTTPResponse.Status = .ok) throws -> Response {
-    let encoder = JSONEncoder()
-    encoder.outputFormatting = [.sortedKeys]
-    let data = try encoder.encode(value)
-    return Response(status: status, headers: [.contentType: "application/json"],
-                    body: .init(byteBuffer: ByteBuffer(bytes: data)))
+    Response(status: status, headers: [.contentType: "application/json"],
+             body: .init(byteBuffer: ByteBuffer(bytes: try HubJSON.encode(value))))
+}
+
+/// The hub's one JSON encoder: the HTTP API, the live page's events and `piconet-hub --json`
+/// print the same bytes for the same snapshot (sorted keys; `/` stays escaped as `\\/`, so a
+/// node name holding `</script>` cannot end the live page's inline script).
+///
+/// Why Foundation's `JSONEncoder` and not PiconetWire.JSON: the snapshot types are `Codable`
+/// for Hummingbird's routes, and this target links Foundation through Hummingbird anyway; the
+/// pure modules and every other binary use PiconetWire.JSON.
+public enum HubJSON {
+    public static func encode<T: Encodable>(_ value: T) throws -> [UInt8] {
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.sortedKeys]
+        return Array(try encoder.encode(value))
+    }
+
+    /// `--json`: the snapshot `/api/snapshot` serves, as one line, without the per-node series
+    /// (up to 600 points each: those stay on `/api/nodes/{id}/series`).
+    public static func line(_ snapshot: HubSnapshot) -> String {
+        var s = snapshot
+        for i in s.nodes.indices { s.nodes[i].series = [] }
+        guard let bytes = try? encode(s) else { return "{\"error\":\"snapshot not encodable\"}\n" }
+        return String(decoding: bytes, as: UTF8.self) + "\n"
+    }
 }
 
 /// Prometheus gauges per node, kept in step with the snapshot at scrape time.

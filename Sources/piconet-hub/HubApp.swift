@@ -348,7 +348,7 @@ final class HubApp {
         let snapshot = HubSnapshot(generatedAt: WallClock.secondsSinceEpoch(), hub: info, nodes: nodes)
         feed.publish(snapshot)
         if settings.json {
-            Console.out(Self.jsonLine(snapshot))
+            Console.out(HubJSON.line(snapshot))
         } else if !settings.quiet, inPlace || ticks % 5 == 0 {
             Console.out(TerminalTable.render(snapshot, inPlace: inPlace))
         }

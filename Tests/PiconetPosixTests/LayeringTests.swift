@@ -17,9 +17,8 @@ import Testing
         // msghdr, mgmt headers) and flag/errno values; it calls nothing (checked below).
         ("Sources/PiconetPosix/", ["Glibc"], "C types and constants only; every call goes through System/"),
         ("Sources/PiconetHubServer/", ["Foundation", "FoundationEssentials"],
-         "Hummingbird's server; JSONEncoder for the HTTP snapshot (the one-JSON-path item of issue 24)"),
+         "Hummingbird's server; HubJSON, the hub's one JSON encoder (its Codable snapshot: HTTP API, live page, --json)"),
         ("Sources/PiconetStore/HistoryStore.swift", ["Foundation"], "GRDB's API and FileManager for the database directory"),
-        ("Sources/piconet-hub/HubJSON.swift", ["Foundation"], "JSONEncoder for the hub's --json output (the one-JSON-path item of issue 24)"),
     ]
 
     static let watchedModules: Set<String> = ["Glibc", "Musl", "Foundation", "FoundationEssentials", "Darwin"]
