@@ -98,7 +98,7 @@ enum NodeCommand {
         do {
             let app = try NodeApp(settings)
             try app.run()
-        } catch SessionRuntimeError.addressInUse where settings.port != 0 {
+        } catch SessionHostError.session(.addressInUse) where settings.port != 0 {
             // The session socket is the only fixed port the node binds (mDNS shares 5353).
             Console.err("piconet-node: error: UDP port \(settings.port) is in use (stop what holds it, or give another --port; 0 takes any free one)\n")
             return ExitStatus.unavailable
