@@ -4,7 +4,8 @@
 // One target per layer of DESIGN.md; dependencies point down only:
 //
 //   executables:  piconet-hub   piconet-node   piconet (CLI)
-//   runtime:      PiconetRuntime (wiring, config, OS adapters chosen here)
+//                 PiconetCLI (ArgumentParser runner: one usage-error convention)
+//   runtime:      PiconetRuntime (wiring, SessionHost, config, OS adapters chosen here)
 //   features:     PiconetHub  PiconetSensors            (pure logic)
 //   peer core:    PiconetDiscovery  PiconetSession      (pure state machines)
 //   base:         PiconetWire  PiconetLoop              (pure: bytes, time, loop API)
