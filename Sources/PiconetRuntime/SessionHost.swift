@@ -40,6 +40,18 @@ public struct SessionHostSpec {
         self.identity = identity
         self.configuration = configuration
     }
+
+    /// The recipe from the options all four programs have: key file, `--encryption`, the
+    /// consent policy, `--transport`, `--interface`, `--adapter`, `--security`/`--pairing`.
+    public init(keyFile path: String, displayName: String, encryption: EncryptionPreference, policy: InvitationPolicy,
+                transport: RadioTransport, interfaces: [String], adapter: String?, linkSecurity: LinkSecurity) {
+        self.init(identity: .keyFile(path: path, displayName: displayName),
+                  configuration: SessionConfiguration(encryption: encryption, policy: policy))
+        self.transport = transport
+        self.interfaces = interfaces
+        self.adapter = adapter
+        self.linkSecurity = linkSecurity
+    }
 }
 
 /// Why a session host could not start: one line saying what to do, and its exit status.

@@ -87,17 +87,13 @@ final class HubApp {
         self.settings = settings
         loop = try EpollLoop()
         let profile = try BoardCatalog.profile(settings.board, in: settings.boardsDirectory)
-        var config = SessionConfiguration()
-        config.policy = .declineAll          // the hub invites; it does not take invitations
-        config.encryption = settings.encryption
-        // No listen PSM: the hub only dials the channels its invitations go over (and pairs,
-        // with --pairing piconet, only with the nodes it is dialling: SessionHost's rule).
-        var spec = SessionHostSpec(identity: .keyFile(path: settings.identityPath, displayName: settings.name), configuration: config)
-        spec.transport = settings.transport
-        spec.interfaces = settings.interfaces
-        spec.adapter = settings.adapter
+        // The hub invites; it does not take invitations. No listen PSM: it only dials the channels
+        // its invitations go over (and pairs, with --pairing piconet, only with the nodes it is
+        // dialling: SessionHost's rule).
+        var spec = SessionHostSpec(keyFile: settings.identityPath, displayName: settings.name, encryption: settings.encryption,
+                                   policy: .declineAll, transport: settings.transport, interfaces: settings.interfaces,
+                                   adapter: settings.adapter, linkSecurity: settings.linkSecurity)
         spec.boardAdapter = profile?.bluetoothAdapter
-        spec.linkSecurity = settings.linkSecurity
         let host = try SessionHost(loop: loop, spec)
         identity = host.identity
         bluetooth = host.bluetooth

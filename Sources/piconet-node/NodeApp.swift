@@ -58,17 +58,12 @@ final class NodeApp {
         self.settings = settings
         loop = try EpollLoop()
         let profile = try BoardCatalog.profile(settings.board, in: settings.boardsDirectory)
-        var config = SessionConfiguration()
-        config.policy = settings.policy
-        config.encryption = settings.encryption
-        var spec = SessionHostSpec(identity: .keyFile(path: settings.identityPath, displayName: settings.name), configuration: config)
-        spec.transport = settings.transport
-        spec.interfaces = settings.interfaces
+        var spec = SessionHostSpec(keyFile: settings.identityPath, displayName: settings.name, encryption: settings.encryption,
+                                   policy: settings.policy, transport: settings.transport, interfaces: settings.interfaces,
+                                   adapter: settings.adapter, linkSecurity: settings.linkSecurity)
         spec.udpBind = .ipv4(0, 0, 0, 0, port: settings.port)
-        spec.adapter = settings.adapter
         spec.boardAdapter = profile?.bluetoothAdapter
         spec.listenPSM = settings.psm
-        spec.linkSecurity = settings.linkSecurity
         spec.trustStorePath = settings.policy == .trustOnFirstUse || settings.policy == .ask ? settings.trustStorePath : nil
         // BT_DEFER_SETUP consent (`none` refuses at the link) and Just Works pairing under it: SessionHost.
         let host = try SessionHost(loop: loop, spec)

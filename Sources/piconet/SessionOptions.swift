@@ -36,13 +36,8 @@ struct SessionCommonOptions: ParsableArguments {
     /// radios and link security; the command sets the rest (policy, bind, PSM, trust).
     func spec(_ command: String, displayName: String, explicitName: String?, policy: InvitationPolicy,
               transport: RadioTransport, adapter: String?, link: LinkSecurity) throws -> SessionHostSpec {
-        var spec = SessionHostSpec(identity: .keyFile(path: keyPath(name: explicitName), displayName: displayName),
-                                   configuration: SessionConfiguration(encryption: try preference(command), policy: policy))
-        spec.transport = transport
-        spec.interfaces = interface
-        spec.adapter = adapter
-        spec.linkSecurity = link
-        return spec
+        SessionHostSpec(keyFile: keyPath(name: explicitName), displayName: displayName, encryption: try preference(command),
+                        policy: policy, transport: transport, interfaces: interface, adapter: adapter, linkSecurity: link)
     }
 }
 
