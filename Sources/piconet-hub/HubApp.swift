@@ -344,7 +344,7 @@ final class HubApp {
         let snapshot = HubSnapshot(generatedAt: WallClock.secondsSinceEpoch(), hub: info, nodes: nodes)
         feed.publish(snapshot)
         if settings.json {
-            Console.out(HubJSON.line(snapshot))
+            Console.out(snapshot.jsonLine)
         } else if !settings.quiet, inPlace || ticks % 5 == 0 {
             Console.out(TerminalTable.render(snapshot, inPlace: inPlace))
         }

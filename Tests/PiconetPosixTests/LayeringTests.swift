@@ -16,8 +16,6 @@ import Testing
         // The rest of PiconetPosix describes the kernel's structures (sockaddr_in, epoll_event,
         // msghdr, mgmt headers) and flag/errno values; it calls nothing (checked below).
         ("Sources/PiconetPosix/", ["Glibc"], "C types and constants only; every call goes through System/"),
-        ("Sources/PiconetHubServer/", ["Foundation", "FoundationEssentials"],
-         "Hummingbird's server; HubJSON, the hub's one JSON encoder (its Codable snapshot: HTTP API, live page, --json)"),
         ("Sources/PiconetStore/HistoryStore.swift", ["Foundation"], "GRDB's API and FileManager for the database directory"),
     ]
 
