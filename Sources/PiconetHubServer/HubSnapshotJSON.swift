@@ -7,60 +7,40 @@ import PiconetWire
 // the live page read it unchanged; `HubSnapshotJSONTests` decodes it back with the Codable
 // types to hold that.
 
-extension JSONObject {
-    /// Sets `key` when `value` is not nil (an absent key, as `Codable` leaves a nil optional).
-    fileprivate mutating func put(_ key: String, _ value: Double?) { if let value { self[key] = .number(value) } }
-    fileprivate mutating func put(_ key: String, _ value: String?) { if let value { self[key] = .string(value) } }
-    fileprivate mutating func put(_ key: String, _ value: UInt64) { self[key] = .integer(Int64(clamping: value)) }
-}
-
-extension SeriesPoint {
-    public var json: JSON {
+extension JSON {
+    /// An object of the non-nil `fields`, keys in sorted order (a nil value is an absent key,
+    /// as `Codable` leaves a nil optional).
+    fileprivate static func sorted(_ fields: KeyValuePairs<String, JSON?>) -> JSON {
         var o = JSONObject()
-        o.put("activity", activity)
-        o.put("bpm", bpm)
-        o.put("t", t)
+        for (key, value) in fields.sorted(by: { $0.key < $1.key }) { if let value { o[key] = value } }
         return .object(o)
     }
 }
 
+private func number(_ v: Double?) -> JSON? { v.map(JSON.number) }
+private func string(_ v: String?) -> JSON? { v.map(JSON.string) }
+private func count(_ v: UInt64) -> JSON { .integer(Int64(clamping: v)) }
+
+extension SeriesPoint {
+    public var json: JSON { .sorted(["t": .number(t), "bpm": number(bpm), "activity": number(activity)]) }
+}
+
 extension HubInfo {
     public var json: JSON {
-        var o = JSONObject()
-        o.put("discoveryDroppedTotal", discoveryDroppedTotal)
-        o.put("forgottenNodesTotal", forgottenNodesTotal)
-        o.put("messagesTotal", messagesTotal)
-        o.put("name", name)
-        o.put("rejectedTotal", rejectedTotal)
-        o["storeHealthy"] = .bool(storeHealthy)
-        o.put("storeMessage", storeMessage)
-        o.put("unexpectedPeersTotal", unexpectedPeersTotal)
-        return .object(o)
+        .sorted(["name": .string(name), "messagesTotal": count(messagesTotal), "rejectedTotal": count(rejectedTotal),
+                 "storeHealthy": .bool(storeHealthy), "storeMessage": string(storeMessage),
+                 "unexpectedPeersTotal": count(unexpectedPeersTotal), "forgottenNodesTotal": count(forgottenNodesTotal),
+                 "discoveryDroppedTotal": count(discoveryDroppedTotal)])
     }
 }
 
 extension NodeStatus {
     public var json: JSON {
-        var o = JSONObject()
-        o.put("activity", activity)
-        o.put("avg", avg)
-        o.put("board", board)
-        o.put("bpm", bpm)
-        o.put("cadence", cadence)
-        o.put("id", id)
-        o.put("lastSeen", lastSeen)
-        o.put("latencyMs", latencyMs)
-        o.put("loss", loss)
-        o.put("max", max)
-        o.put("min", min)
-        o.put("name", name)
-        o.put("profile", profile)
-        o.put("rmssd", rmssd)
-        o.put("sdnn", sdnn)
-        o["series"] = .array(series.map(\.json))
-        o.put("state", state)
-        o["steps"] = .integer(Int64(steps))
-        return .object(o)
+        .sorted(["id": .string(id), "name": .string(name), "state": .string(state), "bpm": number(bpm), "min": number(min),
+                 "avg": number(avg), "max": number(max), "rmssd": number(rmssd), "sdnn": number(sdnn),
+                 "activity": number(activity), "steps": .integer(Int64(steps)), "cadence": number(cadence),
+                 "loss": .number(loss), "latencyMs": number(latencyMs), "lastSeen": number(lastSeen),
+                 "profile": string(profile), "board": string(board), "series": .array(series.map(\.json))])
     }
 
     /// The node without its series (`/api/nodes`, `--json`: up to 600 points each stay on
@@ -73,13 +53,7 @@ extension NodeStatus {
 }
 
 extension HubSnapshot {
-    public var json: JSON {
-        var o = JSONObject()
-        o.put("generatedAt", generatedAt)
-        o["hub"] = hub.json
-        o["nodes"] = .array(nodes.map(\.json))
-        return .object(o)
-    }
+    public var json: JSON { .sorted(["generatedAt": .number(generatedAt), "hub": hub.json, "nodes": .array(nodes.map(\.json))]) }
 
     /// `piconet-hub --json`: the snapshot `/api/snapshot` serves, without the per-node series,
     /// as one line.
@@ -91,9 +65,9 @@ extension HubSnapshot {
 }
 
 extension APIError {
-    var json: JSON { .object(["error": .string(error)]) }
+    var json: JSON { .sorted(["error": .string(error)]) }
 }
 
 extension SeriesResponse {
-    var json: JSON { .object(["id": .string(id), "points": .array(points.map(\.json)), "window": .string(window)]) }
+    var json: JSON { .sorted(["id": .string(id), "points": .array(points.map(\.json)), "window": .string(window)]) }
 }

@@ -34,14 +34,14 @@ final class HTTPServerFailure: Sendable {
 final class HubApp {
     let settings: HubSettings
     let loop: EpollLoop
-    let identity: PeerIdentity
-    /// The UDP socket (`wifi`, `any`); nil over Bluetooth only.
-    let udp: UDPEndpoint?
-    /// The L2CAP side (`bluetooth`, `any`).
-    let bluetooth: BluetoothSessionHost?
-    /// `--pairing piconet`: answers the kernel's pairing questions for the channels the hub dials.
-    var pairingAgent: PairingAgent?
-    let session: PeerSession
+    /// Identity, UDP socket (`wifi`, `any`), L2CAP side (`bluetooth`, `any`), the session and,
+    /// with `--pairing piconet`, the pairing agent: `SessionHost`, the recipe every binary uses.
+    let host: SessionHost
+    var identity: PeerIdentity { host.identity }
+    var udp: UDPEndpoint? { host.udp }
+    var bluetooth: BluetoothSessionHost? { host.bluetooth }
+    var pairingAgent: PairingAgent? { host.pairingAgent }
+    var session: PeerSession { host.session }
     var browser: ServiceBrowser?
     /// `--transport bluetooth|any`: LE (and mDNS) discovery merged, instead of `browser`.
     var peerBrowser: PeerBrowser?
@@ -94,12 +94,7 @@ final class HubApp {
                                    policy: .declineAll, transport: settings.transport, interfaces: settings.interfaces,
                                    adapter: settings.adapter, linkSecurity: settings.linkSecurity)
         spec.boardAdapter = profile?.bluetoothAdapter
-        let host = try SessionHost(loop: loop, spec)
-        identity = host.identity
-        bluetooth = host.bluetooth
-        udp = host.udp
-        session = host.session
-        pairingAgent = host.pairingAgent
+        host = try SessionHost(loop: loop, spec)
         aggregator = Aggregator(configuration: settings.hub)
         nodeManager = HubNodeManager(policy: NodeManagerPolicy(allowList: settings.allowList, askBeforeInviting: settings.askBeforeInviting))
         recorder = HistoryRecorder(path: settings.databasePath,
