@@ -110,7 +110,18 @@ public final class SessionHost {
     public let pairingAgent: PairingAgent?
     /// Called after the session handled each datagram that arrived: acknowledgements arrive as
     /// datagrams, so "is everything acknowledged now?" is asked here, never on a polling timer.
-    public var onDatagramHandled: (() -> Void)?
+    public var onDatagramHandled: (() -> Void)? {
+        get { datagramHook.handled }
+        set { datagramHook.handled = newValue }
+    }
+
+    /// Holds `onDatagramHandled` for the endpoint's closure, so that closure needs no reference
+    /// to the host (no cycle host → session → endpoint → host, and no `weak`, which the
+    /// Embedded node build avoids).
+    private final class DatagramHook {
+        var handled: (() -> Void)?
+    }
+    private let datagramHook = DatagramHook()
 
     public init(loop: EpollLoop, _ spec: SessionHostSpec) throws(SessionHostError) {
         switch spec.identity {
@@ -145,7 +156,7 @@ public final class SessionHost {
                     let declineAll = config.policy == .declineAll
                     consent = { _ in !declineAll }
                 } else {
-                    consent = { [weak endpoint] p in endpoint?.hasChannel(toDevice: p.address) ?? false }
+                    consent = { p in endpoint.hasChannel(toDevice: p.address) }   // the agent is closed with the host
                 }
                 do { agent = try PairingAgent(loop: loop, adapter: host.bluetooth.adapter, consent: consent) } catch {
                     host.close()
@@ -178,11 +189,10 @@ public final class SessionHost {
             trust = nil
         }
         // Chained after the session's own handler: by the time it runs, the datagram is applied.
-        let endpoint = session.endpoint
-        let handler = endpoint.onDatagram
-        endpoint.onDatagram = { [weak self] d in
+        let endpoint = session.endpoint, handler = endpoint.onDatagram, hook = datagramHook
+        endpoint.onDatagram = { d in
             handler?(d)
-            self?.onDatagramHandled?()
+            hook.handled?()
         }
     }
 
