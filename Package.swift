@@ -4,7 +4,8 @@
 // One target per layer of DESIGN.md; dependencies point down only:
 //
 //   executables:  piconet-hub   piconet-node   piconet (CLI)
-//   runtime:      PiconetRuntime (wiring, config, OS adapters chosen here)
+//                 PiconetCLI (ArgumentParser runner: one usage-error convention)
+//   runtime:      PiconetRuntime (wiring, SessionHost, config, OS adapters chosen here)
 //   features:     PiconetHub  PiconetSensors            (pure logic)
 //   peer core:    PiconetDiscovery  PiconetSession      (pure state machines)
 //   base:         PiconetWire  PiconetLoop              (pure: bytes, time, loop API)
@@ -111,9 +112,14 @@ let package = Package(
                                .product(name: "Logging", package: "swift-log")],
                 swiftSettings: swift6),
 
+        // The ArgumentParser runner of the one command-line convention (piconet, piconet-hub).
+        .target(name: "PiconetCLI",
+                dependencies: ["PiconetRuntime", .product(name: "ArgumentParser", package: "swift-argument-parser")],
+                swiftSettings: swift6),
+
         // Executables.
         .executableTarget(name: "piconet",
-                          dependencies: ["PiconetRuntime",
+                          dependencies: ["PiconetRuntime", "PiconetCLI",
                                          .product(name: "ArgumentParser", package: "swift-argument-parser")],
                           swiftSettings: swift6, linkerSettings: smallBinary),
         // No ArgumentParser in the node: PiconetRuntime's CommandLineSpec keeps ~1.5 MB
@@ -121,7 +127,7 @@ let package = Package(
         .executableTarget(name: "piconet-node", dependencies: ["PiconetRuntime"],
                           swiftSettings: swift6, linkerSettings: smallBinary),
         .executableTarget(name: "piconet-hub",
-                          dependencies: ["PiconetRuntime", "PiconetHub", "PiconetHubServer", "PiconetStore",
+                          dependencies: ["PiconetRuntime", "PiconetCLI", "PiconetHub", "PiconetHubServer", "PiconetStore",
                                          .product(name: "ArgumentParser", package: "swift-argument-parser")],
                           swiftSettings: swift6, linkerSettings: smallBinary),
 

@@ -1,13 +1,8 @@
 import Hummingbird
 import Logging
 import Prometheus
+import PiconetWire
 import Synchronization
-
-#if canImport(FoundationEssentials)
-import FoundationEssentials
-#else
-import Foundation
-#endif
 
 /// The hub's HTTP face: JSON API, live page (server-sent events) and
 /// Prometheus metrics, served by Hummingbird from `HubFeed` snapshots.
@@ -42,29 +37,26 @@ public struct HubHTTPServer: Sendable {
         let feed = self.feed
         let metrics = self.metrics
         router.get("/") { _, _ in
-            let json = String(decoding: try JSONEncoder().encode(feed.snapshot), as: UTF8.self)
+            let json = feed.snapshot.json.text
             return Response(status: .ok, headers: [.contentType: "text/html; charset=utf-8"],
                             body: .init(byteBuffer: ByteBuffer(string: LivePage.html(snapshotJSON: json))))
         }
         router.get("/healthz") { _, _ in "ok" }
-        router.get("/api/snapshot") { _, _ in try jsonResponse(feed.snapshot) }
-        router.get("/api/nodes") { _, _ in
-            let nodes = feed.snapshot.nodes.map { n -> NodeStatus in var c = n; c.series = []; return c }
-            return try jsonResponse(nodes)
-        }
+        router.get("/api/snapshot") { _, _ in jsonResponse(feed.snapshot.json) }
+        router.get("/api/nodes") { _, _ in jsonResponse(.array(feed.snapshot.nodes.map(\.withoutSeries.json))) }
         router.get("/api/nodes/:id/series") { request, context in
             let id = try context.parameters.require("id")
             guard let node = feed.snapshot.nodes.first(where: { $0.id == id }) else {
-                return try jsonResponse(APIError(error: "no node with id \(id)"), status: .notFound)
+                return jsonResponse(APIError(error: "no node with id \(id)").json, status: .notFound)
             }
             let windowText = request.uri.queryParameters.get("window") ?? "60s"
             guard let window = SeriesWindow(windowText) else {
-                return try jsonResponse(APIError(error: "window must be 10s, 60s or session, not \(windowText)"),
-                                        status: .badRequest)
+                return jsonResponse(APIError(error: "window must be 10s, 60s or session, not \(windowText)").json,
+                                    status: .badRequest)
             }
             let newest = node.series.last?.t ?? 0
             let points = node.series.filter { window.seconds == nil || $0.t >= newest - window.seconds! }
-            return try jsonResponse(SeriesResponse(id: node.id, window: windowText, points: points))
+            return jsonResponse(SeriesResponse(id: node.id, window: windowText, points: points).json)
         }
         router.get("/events") { _, _ in
             guard let stream = feed.subscribe() else {
@@ -75,11 +67,9 @@ public struct HubHTTPServer: Sendable {
                 status: .ok,
                 headers: [.contentType: "text/event-stream", .cacheControl: "no-cache"],
                 body: ResponseBody { writer in
-                    let encoder = JSONEncoder()
                     for await snapshot in stream {
-                        let json = try encoder.encode(snapshot)
                         var buf = ByteBuffer(string: "data: ")
-                        buf.writeBytes(json)
+                        buf.writeString(snapshot.json.text)
                         buf.writeString("\n\n")
                         try await writer.write(buf)
                     }
@@ -130,12 +120,10 @@ enum SeriesWindow {
     }
 }
 
-func jsonResponse<T: Encodable>(_ value: T, status: HTTPResponse.Status = .ok) throws -> Response {
-    let encoder = JSONEncoder()
-    encoder.outputFormatting = [.sortedKeys]
-    let data = try encoder.encode(value)
-    return Response(status: status, headers: [.contentType: "application/json"],
-                    body: .init(byteBuffer: ByteBuffer(bytes: data)))
+/// A JSON body (PiconetWire.JSON: the hub's one JSON path, see HubSnapshotJSON.swift).
+func jsonResponse(_ value: JSON, status: HTTPResponse.Status = .ok) -> Response {
+    Response(status: status, headers: [.contentType: "application/json"],
+             body: .init(byteBuffer: ByteBuffer(string: value.text)))
 }
 
 /// Prometheus gauges per node, kept in step with the snapshot at scrape time.

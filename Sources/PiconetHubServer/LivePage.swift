@@ -1,9 +1,3 @@
-#if canImport(FoundationEssentials)
-import FoundationEssentials
-#else
-import Foundation
-#endif
-
 /// The live page at `/`: one card per node with heart-rate and activity plots,
 /// fed by `/events` (server-sent events). Self-contained: no CDN, no external
 /// script, because a hub on a bench network often has no internet.
@@ -11,8 +5,8 @@ enum LivePage {
     /// The page with `snapshotJSON` inlined for the first paint. `<` is escaped
     /// so a node name (untrusted: it comes from the network) cannot close the script.
     static func html(snapshotJSON: String) -> String {
-        let safe = snapshotJSON.replacingOccurrences(of: "<", with: "\\u003c")
-        return template.replacingOccurrences(of: "/*INITIAL-SNAPSHOT*/null", with: safe)
+        let safe = snapshotJSON.replacing("<", with: "\\u003c")
+        return template.replacing("/*INITIAL-SNAPSHOT*/null", with: safe)
     }
 
     static let template = #"""

@@ -64,7 +64,7 @@ public enum SecretFile {
     }
 
     /// The temporary file `write` creates next to `path` before renaming it into place.
-    public static func temporaryPath(for path: String) -> String { path + ".tmp-\(getpid())" }
+    public static func temporaryPath(for path: String) -> String { path + ".tmp-\(Sys.processID())" }
 
     /// Writes `bytes` to `path` atomically with mode 0600 (directories made 0700 if missing).
     ///

@@ -1,4 +1,6 @@
 import PiconetDiscovery
+import PiconetLoop
+import PiconetPosix
 import PiconetSession
 import PiconetWire
 
@@ -37,6 +39,46 @@ public enum HumanWords {
         case let .received(bytes, p, _): "message of \(bytes.count) bytes from \(p)"
         case let .invitationReceived(r): "invitation from \"\(TerminalText.escaped(r.displayName))\" (\(r.peer))"
         case let .invitationFinished(_, outcome): "invitation \(outcome)"
+        }
+    }
+
+    /// One line for an L2CAP channel event (node, hub, `piconet listen/send` alike):
+    /// `bluetooth channel to 00:AA:01:00:00:23/129 opened: MTU 1472 out / 1472 in, security medium`,
+    /// `bluetooth channel 00:AA:… closed: connection refused`, `bluetooth channel from 00:AA:… refused at the link: not admitted`.
+    public static func channel(_ e: L2CAPDatagramEndpoint.ChannelEvent) -> String {
+        switch e {
+        case let .opened(a, incoming, send, receive, security):
+            "bluetooth channel \(incoming ? "from" : "to") \(a) opened: MTU \(send) out / \(receive) in, security \(securityName(security))"
+        case let .closed(a, error):
+            "bluetooth channel \(a) closed: \(error.map(\.description) ?? "orderly")"
+        case let .refused(a, reason):
+            "bluetooth channel from \(a) refused at the link: \(reason)"
+        }
+    }
+
+    /// The same event as one JSON object (`--json`): `{"event":"channel","state":"opened",…}`.
+    public static func channelJSON(_ e: L2CAPDatagramEndpoint.ChannelEvent) -> JSON {
+        switch e {
+        case let .opened(a, incoming, send, receive, security):
+            .object(["event": .string("channel"), "state": .string("opened"), "address": .string(a.description), "incoming": .bool(incoming),
+                     "sendMTU": .integer(Int64(send)), "receiveMTU": .integer(Int64(receive)), "security": .string(securityName(security))])
+        case let .closed(a, error):
+            .object(["event": .string("channel"), "state": .string("closed"), "address": .string(a.description),
+                     "error": error.map { .string($0.description) } ?? .null])
+        case let .refused(a, reason):
+            .object(["event": .string("channel"), "state": .string("refused"), "address": .string(a.description), "reason": .string(reason)])
+        }
+    }
+
+    /// A BT_SECURITY level read back, by name: `low`, `medium`, `high`, `fips`, `level N`, or `unknown`.
+    public static func securityName(_ level: UInt8?) -> String {
+        guard let level else { return "unknown" }
+        switch L2CAPSecurity(rawValue: level) {
+        case .low?: return "low"
+        case .medium?: return "medium"
+        case .high?: return "high"
+        case .fips?: return "fips"
+        case nil: return "level \(level)"
         }
     }
 }

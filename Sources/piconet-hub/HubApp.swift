@@ -34,14 +34,14 @@ final class HTTPServerFailure: Sendable {
 final class HubApp {
     let settings: HubSettings
     let loop: EpollLoop
-    let identity: PeerIdentity
-    /// The UDP socket (`wifi`, `any`); nil over Bluetooth only.
-    let udp: UDPEndpoint?
-    /// The L2CAP side (`bluetooth`, `any`).
-    let bluetooth: BluetoothSessionHost?
-    /// `--pairing piconet`: answers the kernel's pairing questions for the channels the hub dials.
-    var pairingAgent: PairingAgent?
-    let session: PeerSession
+    /// Identity, UDP socket (`wifi`, `any`), L2CAP side (`bluetooth`, `any`), the session and,
+    /// with `--pairing piconet`, the pairing agent: `SessionHost`, the recipe every binary uses.
+    let host: SessionHost
+    var identity: PeerIdentity { host.identity }
+    var udp: UDPEndpoint? { host.udp }
+    var bluetooth: BluetoothSessionHost? { host.bluetooth }
+    var pairingAgent: PairingAgent? { host.pairingAgent }
+    var session: PeerSession { host.session }
     var browser: ServiceBrowser?
     /// `--transport bluetooth|any`: LE (and mDNS) discovery merged, instead of `browser`.
     var peerBrowser: PeerBrowser?
@@ -86,36 +86,15 @@ final class HubApp {
     init(_ settings: HubSettings) throws {
         self.settings = settings
         loop = try EpollLoop()
-        identity = try SessionIdentityFile.loadOrCreate(path: settings.identityPath, displayName: settings.name)
         let profile = try BoardCatalog.profile(settings.board, in: settings.boardsDirectory)
-        var config = SessionConfiguration()
-        config.policy = .declineAll          // the hub invites; it does not take invitations
-        config.encryption = settings.encryption
-        if settings.transport.usesBluetooth {
-            let adapter = try RadioTransport.adapter(settings.adapter, board: profile?.bluetoothAdapter)
-            // No listen PSM: the hub only dials the channels its invitations go over.
-            var bt = L2CAPDatagramEndpoint.Configuration()
-            bt.options.security = settings.linkSecurity.level
-            let host = try BluetoothSessionHost(loop: loop, adapter: adapter, listenPSM: nil, identity: identity, configuration: config,
-                                                bluetoothConfiguration: bt,
-                                                udpBind: settings.transport == .any ? .ipv4(0, 0, 0, 0, port: 0) : nil,
-                                                udpInterfaces: settings.interfaces)
-            if settings.linkSecurity.pairing == .piconet {
-                // Just Works pairing, only with the nodes the hub is dialling.
-                let endpoint = host.bluetooth
-                pairingAgent = try PairingAgent(loop: loop, adapter: adapter, consent: { [weak endpoint] p in
-                    endpoint?.hasChannel(toDevice: p.address) ?? false
-                })
-            }
-            bluetooth = host
-            udp = host.udp
-            session = host.session
-        } else {
-            let endpoint = try UDPSessionHost.openSocket(loop: loop, bind: .ipv4(0, 0, 0, 0, port: 0), interfaces: settings.interfaces)
-            bluetooth = nil
-            udp = endpoint
-            session = try PeerSession(identity: identity, configuration: config, endpoint: endpoint, loop: loop)
-        }
+        // The hub invites; it does not take invitations. No listen PSM: it only dials the channels
+        // its invitations go over (and pairs, with --pairing piconet, only with the nodes it is
+        // dialling: SessionHost's rule).
+        var spec = SessionHostSpec(keyFile: settings.identityPath, displayName: settings.name, encryption: settings.encryption,
+                                   policy: .declineAll, transport: settings.transport, interfaces: settings.interfaces,
+                                   adapter: settings.adapter, linkSecurity: settings.linkSecurity)
+        spec.boardAdapter = profile?.bluetoothAdapter
+        host = try SessionHost(loop: loop, spec)
         aggregator = Aggregator(configuration: settings.hub)
         nodeManager = HubNodeManager(policy: NodeManagerPolicy(allowList: settings.allowList, askBeforeInviting: settings.askBeforeInviting))
         recorder = HistoryRecorder(path: settings.databasePath,
@@ -185,7 +164,7 @@ final class HubApp {
                 if !self.inPlace { say("piconet-hub: \(TerminalText.escaped("\(e)"))\n") }
             }
             bluetooth.bluetooth.onChannelEvent = { [unowned self] e in
-                if !self.inPlace { say("piconet-hub: bluetooth: \(TerminalText.escaped("\(e)"))\n") }
+                if !self.inPlace { say("piconet-hub: \(TerminalText.escaped(HumanWords.channel(e)))\n") }
                 if case let .opened(address, false, _, _, _) = e { self.bluetoothChannelOpened(address) }
             }
             try startPeerBrowser(adapter: bluetooth.bluetooth.adapter)
@@ -360,7 +339,7 @@ final class HubApp {
         let snapshot = HubSnapshot(generatedAt: WallClock.secondsSinceEpoch(), hub: info, nodes: nodes)
         feed.publish(snapshot)
         if settings.json {
-            Console.out(Self.jsonLine(snapshot))
+            Console.out(snapshot.jsonLine)
         } else if !settings.quiet, inPlace || ticks % 5 == 0 {
             Console.out(TerminalTable.render(snapshot, inPlace: inPlace))
         }

@@ -163,10 +163,15 @@ extension HubApp {
     func answerHeld(_ peer: PeerID, yes: Bool) {
         let dropped = bluetoothNodes.held.removeValue(forKey: peer) ?? 0
         let name = displayName(peer)
-        if yes {
+        if settings.json {
+            Console.out(JSON.object(["event": .string("answer"), "peer": .string(peer.description), "ask": .string("record"),
+                                     "accepted": .bool(yes), "notRecorded": .integer(Int64(dropped))]).text + "\n")
+        } else if yes {
             Console.out("piconet-hub: recording \(name) (\(dropped) messages before your answer were not recorded)\n")
         } else {
             Console.out("piconet-hub: not keeping \(name): closing its session\n")
+        }
+        if !yes {
             if let address = bluetoothNodes.peers.first(where: { $0.value == peer })?.key {
                 bluetoothNodes.retryAt[address] = loop.now + .seconds(3600)
             }

@@ -68,7 +68,12 @@ extension HubApp {
                 wifiInvitations[id] = nil
                 session.cancelInvitation(id)
             case let .ask(peer, name, held):
-                if held {
+                if settings.json {
+                    // --json: the question is data too, one object per line (answers still y/n on stdin).
+                    Console.out(JSON.object(["event": .string("question"), "peer": .string(peer.description),
+                                             "name": .string(held ? nodeManager.names[peer] ?? name : name),
+                                             "ask": .string(held ? "record" : "invite")]).text + "\n")
+                } else if held {
                     Console.out("piconet-hub: node '\(displayName(peer))' (\(peer)) answered over Bluetooth; record its data? [y/n] ")
                 } else {
                     Console.out("piconet-hub: invite node '\(TerminalText.escaped(name))' (\(peer); only this ID's key is accepted)? [y/n] ")
@@ -76,6 +81,9 @@ extension HubApp {
             case let .answered(peer, held, yes):
                 if held {
                     answerHeld(peer, yes: yes)
+                } else if settings.json {
+                    Console.out(JSON.object(["event": .string("answer"), "peer": .string(peer.description),
+                                             "ask": .string("invite"), "accepted": .bool(yes)]).text + "\n")
                 } else if !yes {
                     Console.out("piconet-hub: not inviting \(displayName(peer))\n")
                 }

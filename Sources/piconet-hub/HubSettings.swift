@@ -74,12 +74,11 @@ struct HubSettings {
             }
             s.allowList = ids
         }
-        switch try c.encryption ?? file?.string("encryption") ?? "required" {
-        case "required": s.encryption = .required
-        case "optional": s.encryption = .optional
-        case "none": s.encryption = .none
-        case let other: throw Invalid(description: "--encryption takes required, optional or none, not '\(other)'")
+        let encryptionText = try c.encryption ?? file?.string("encryption") ?? "required"
+        guard let encryption = EncryptionPreference(option: encryptionText) else {
+            throw Invalid(description: "--encryption takes \(EncryptionPreference.optionHelp), not '\(encryptionText)'")
         }
+        s.encryption = encryption
         let http = try c.http ?? file?.string("http") ?? "127.0.0.1:8080"
         if http == "off" {
             s.httpHost = nil

@@ -1,4 +1,5 @@
 import ArgumentParser
+import PiconetCLI
 import PiconetRuntime
 import PiconetPosix
 
@@ -96,6 +97,8 @@ struct HubCommand: ParsableCommand {
     static func exitStatus(for error: any Error) -> Int32 {
         switch error {
         case is DiscoveryRuntimeError: return ExitStatus.unavailable
+        case let e as SessionHostError: return e.exitStatus
+        case let e as BluetoothError: return e.isUnavailable ? ExitStatus.unavailable : ExitStatus.failure
         case let e as HubStartFailure: return e.status
         case let e as SessionRuntimeError:
             if case .keyFile(.tooOpen) = e { return ExitStatus.permission }
@@ -105,24 +108,4 @@ struct HubCommand: ParsableCommand {
     }
 }
 
-/// Runs the hub under the one command-line convention: a usage error is one line
-/// `piconet-hub: error: WHAT (FIX)` and exit 64; `--help` and `--version` print and exit 0.
-func runHub() -> Never {
-    do {
-        var command = try HubCommand.parseAsRoot(Array(CommandLine.arguments.dropFirst()))
-        try command.run()
-        CurrentProcess.exit(0)
-    } catch let code as ExitCode {
-        CurrentProcess.exit(code.rawValue)   // the line was printed where the failure was
-    } catch {
-        let status = HubCommand.exitCode(for: error)
-        if status == .success {
-            Console.out(HubCommand.fullMessage(for: error) + "\n")
-            CurrentProcess.exit(0)
-        }
-        Console.err(ParserMessage.oneLine(HubCommand.fullMessage(for: error), command: "piconet-hub") + "\n")
-        CurrentProcess.exit(status == .validationFailure ? ExitStatus.usage : status.rawValue)
-    }
-}
-
-runHub()
+runUnderConvention(HubCommand.self, name: "piconet-hub")

@@ -57,39 +57,22 @@ final class NodeApp {
     init(_ settings: NodeSettings) throws {
         self.settings = settings
         loop = try EpollLoop()
-        identity = try SessionIdentityFile.loadOrCreate(path: settings.identityPath, displayName: settings.name)
         let profile = try BoardCatalog.profile(settings.board, in: settings.boardsDirectory)
-        var config = SessionConfiguration()
-        config.policy = settings.policy
-        config.encryption = settings.encryption
-        if settings.transport.usesBluetooth {
-            let adapter = try RadioTransport.adapter(settings.adapter, board: profile?.bluetoothAdapter)
-            var bt = L2CAPDatagramEndpoint.Configuration()
-            bt.options.security = settings.linkSecurity.level
-            let host = try BluetoothSessionHost(
-                loop: loop, adapter: adapter, listenPSM: settings.psm, identity: identity, configuration: config,
-                bluetoothConfiguration: bt, udpBind: settings.transport == .any ? .ipv4(0, 0, 0, 0, port: settings.port) : nil,
-                udpInterfaces: settings.interfaces)
-            // BT_DEFER_SETUP: refusing everyone is decided at the link; every finer policy needs
-            // the hub's identity, which only the invitation inside the channel carries.
-            if settings.policy == .declineAll { host.bluetooth.admit = { _ in false } }
-            if settings.linkSecurity.pairing == .piconet {
-                // Just Works pairing under the same link-level consent as the channel itself.
-                let declineAll = settings.policy == .declineAll
-                pairingAgent = try PairingAgent(loop: loop, adapter: adapter, consent: { _ in !declineAll })
-            }
-            bluetooth = host
-            udp = host.udp
-            session = host.session
-        } else {
-            let endpoint = try UDPSessionHost.openSocket(loop: loop, bind: .ipv4(0, 0, 0, 0, port: settings.port),
-                                                         interfaces: settings.interfaces)
-            bluetooth = nil
-            udp = endpoint
-            session = try PeerSession(identity: identity, configuration: config, endpoint: endpoint, loop: loop)
-        }
-        trust = settings.policy == .trustOnFirstUse || settings.policy == .ask
-            ? try TrustStoreKeeper(path: settings.trustStorePath, session: session) : nil
+        var spec = SessionHostSpec(keyFile: settings.identityPath, displayName: settings.name, encryption: settings.encryption,
+                                   policy: settings.policy, transport: settings.transport, interfaces: settings.interfaces,
+                                   adapter: settings.adapter, linkSecurity: settings.linkSecurity)
+        spec.udpBind = .ipv4(0, 0, 0, 0, port: settings.port)
+        spec.boardAdapter = profile?.bluetoothAdapter
+        spec.listenPSM = settings.psm
+        spec.trustStorePath = settings.policy == .trustOnFirstUse || settings.policy == .ask ? settings.trustStorePath : nil
+        // BT_DEFER_SETUP consent (`none` refuses at the link) and Just Works pairing under it: SessionHost.
+        let host = try SessionHost(loop: loop, spec)
+        identity = host.identity
+        bluetooth = host.bluetooth
+        udp = host.udp
+        session = host.session
+        trust = host.trust
+        pairingAgent = host.pairingAgent
         wearable = SimulatedWearable(seed: settings.seed, start: loop.now, configuration: {
             var c = SimulatedWearable.Configuration()
             c.profile = settings.profile
@@ -159,7 +142,7 @@ final class NodeApp {
                 self.shutdown()
             }
         }
-        host.bluetooth.onChannelEvent = { [unowned self] e in self.log("bluetooth: \(e)") }
+        host.bluetooth.onChannelEvent = { [unowned self] e in self.log(HumanWords.channel(e)) }
         le.start()
         leAdvertiser = le
     }

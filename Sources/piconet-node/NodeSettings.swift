@@ -106,31 +106,16 @@ struct NodeSettings {
         return s
     }
 
+    /// `--accept` and `--encryption` through the parsers every binary shares (PiconetRuntime).
     static func parsePolicy(_ text: String) throws -> (InvitationPolicy, String) {
-        switch text {
-        case "all": return (.acceptAll, text)
-        case "tofu": return (.trustOnFirstUse, text)
-        case "ask": return (.ask, text)
-        case "none": return (.declineAll, text)
-        default:
-            var ids = Set<PeerID>()
-            for part in text.split(separator: ",") {
-                guard let id = PeerID(hex: String(part)) else {
-                    throw Invalid(description: "--accept takes all, tofu, ask, none or comma-separated peer IDs (32 hex digits); '\(part)' is none of these")
-                }
-                ids.insert(id)
-            }
-            guard !ids.isEmpty else { throw Invalid(description: "--accept: empty allow-list") }
-            return (.allowList(ids), "allow-list of \(ids.count)")
-        }
+        let policy = try InvitationPolicy(option: text)
+        return (policy, policy.optionText)
     }
 
     static func parseEncryption(_ text: String) throws -> EncryptionPreference {
-        switch text {
-        case "required": return .required
-        case "optional": return .optional
-        case "none": return .none
-        default: throw Invalid(description: "--encryption takes required, optional or none, not '\(text)'")
+        guard let e = EncryptionPreference(option: text) else {
+            throw Invalid(description: "--encryption takes \(EncryptionPreference.optionHelp), not '\(text)'")
         }
+        return e
     }
 }

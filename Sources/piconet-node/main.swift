@@ -98,7 +98,7 @@ enum NodeCommand {
         do {
             let app = try NodeApp(settings)
             try app.run()
-        } catch SessionRuntimeError.addressInUse where settings.port != 0 {
+        } catch SessionHostError.session(.addressInUse) where settings.port != 0 {
             // The session socket is the only fixed port the node binds (mDNS shares 5353).
             Console.err("piconet-node: error: UDP port \(settings.port) is in use (stop what holds it, or give another --port; 0 takes any free one)\n")
             return ExitStatus.unavailable
@@ -114,6 +114,8 @@ enum NodeCommand {
     static func exitStatus(for error: any Error) -> Int32 {
         switch error {
         case is DiscoveryRuntimeError: return ExitStatus.unavailable
+        case let e as SessionHostError: return e.exitStatus
+        case let e as BluetoothError: return e.isUnavailable ? ExitStatus.unavailable : ExitStatus.failure
         case let e as SessionRuntimeError:
             if case .keyFile(.tooOpen) = e { return ExitStatus.permission }
             return e.isUnavailable ? ExitStatus.unavailable : ExitStatus.failure

@@ -13,12 +13,6 @@ private func writeLine(_ s: String, to fd: Int32 = 1) {
     if fd == 2 { Console.err(s + "\n") } else { Console.out(s + "\n") }
 }
 
-/// Prints `piconet <command>: error: <message>` on stderr and exits 64 (bad arguments).
-private func usageFailure(_ command: String, _ message: String) -> ExitCode {
-    writeLine("piconet \(command): error: \(message)", to: 2)
-    return ExitCode(ExitStatus.usage)
-}
-
 /// A named interface that is missing or unusable: 69, as in every binary.
 private func interfaceFailure(_ command: String, _ error: DiscoveryRuntimeError) -> ExitCode {
     writeLine("piconet \(command): error: \(error)", to: 2)
@@ -233,7 +227,7 @@ struct BrowseCommand: ParsableCommand {
     }
 
     /// `--transport bluetooth|any`: peers with routes (PeerBrowser), same found / updated / lost shape.
-    func browsePeers(_ cmd: String, transport: TransportChoice, service: String, seconds: UInt32?, silence: UInt32?) throws {
+    func browsePeers(_ cmd: String, transport: RadioTransport, service: String, seconds: UInt32?, silence: UInt32?) throws {
         let adapter = try radio.resolveAdapter(cmd)
         let loop = try makeLoop(cmd)
         let json = json

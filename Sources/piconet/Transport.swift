@@ -5,16 +5,6 @@ import PiconetPosix
 import PiconetRuntime
 import PiconetWire
 
-/// `--transport`: which radios a command uses. `wifi` (the default) is the behaviour the
-/// commands always had; `bluetooth` is LE advertising / scanning and L2CAP LE channels;
-/// `any` is both at once.
-enum TransportChoice: String, CaseIterable {
-    case wifi, bluetooth, any
-
-    var usesWiFi: Bool { self != .bluetooth }
-    var usesBluetooth: Bool { self != .wifi }
-}
-
 /// The Bluetooth options `advertise`, `browse`, `listen` and `send` share.
 struct TransportOptions: ParsableArguments {
     @Option(help: "wifi (mDNS + UDP, the default), bluetooth (LE advertising/scanning + L2CAP), or any (both).")
@@ -22,27 +12,17 @@ struct TransportOptions: ParsableArguments {
     @Option(help: "Bluetooth adapter: hci0, 0 or its address (default: the first one that is up).")
     var adapter: String?
 
-    /// The transport, or exit 2 with one line.
-    func choice(_ command: String) throws -> TransportChoice {
-        guard let t = TransportChoice(rawValue: transport) else {
-            throw cliFailure(command, "--transport must be wifi, bluetooth or any, got \"\(transport)\"", code: 2)
-        }
-        if t == .wifi, adapter != nil {
-            throw cliFailure(command, "--adapter needs --transport bluetooth or any", code: 2)
-        }
-        return t
+    /// The transport (the parser `piconet-node` and `piconet-hub` use), or exit 64 with one line.
+    func choice(_ command: String) throws -> RadioTransport {
+        do { return try RadioTransport.parse(transport, adapter: adapter) } catch { throw usageFailure(command, error.description) }
     }
 
-    /// The adapter to use, checked up; or exit 1 with the one-line error that says what to do.
+    /// The adapter to use, checked up; or the one-line error that says what to do, exit 69
+    /// when this machine has no such adapter (or no Bluetooth at all), as in every binary.
     func resolveAdapter(_ command: String) throws -> BluetoothAdapter {
-        var selector: AdapterSelector?
-        if let adapter {
-            guard let s = AdapterSelector(adapter) else {
-                throw cliFailure(command, "--adapter takes hciN, N or an address like 00:AA:01:00:00:23, got \"\(adapter)\"", code: 2)
-            }
-            selector = s
+        do { return try RadioTransport.adapter(adapter, board: nil) } catch {
+            throw cliFailure(command, error.description, code: error.isUnavailable ? ExitStatus.unavailable : ExitStatus.failure)
         }
-        do { return try BluetoothAdapter.find(selector) } catch { throw cliFailure(command, error.description, code: 1) }
     }
 }
 
@@ -53,47 +33,29 @@ struct LinkSecurityOptions: ParsableArguments {
     @Option(help: ArgumentHelp(stringLiteral: LinkSecurity.pairingHelp))
     var pairing: String = "system"
 
-    /// The level and who pairs, or exit 2 with one line.
-    func resolve(_ command: String) throws -> (L2CAPSecurity, LinkSecurity.Pairing) {
-        do {
-            let s = try LinkSecurity.parse(level: security, pairing: pairing)
-            return (s.level, s.pairing)
-        } catch {
-            throw cliFailure(command, error.description, code: 2)
-        }
+    /// The level and who pairs, or exit 64 with one line.
+    func resolve(_ command: String) throws -> LinkSecurity {
+        do { return try LinkSecurity.parse(level: security, pairing: pairing) } catch { throw usageFailure(command, error.description) }
     }
 }
 
-/// Starts Piconet's pairing agent on `adapter` when `choice` is `.piconet` (nil otherwise),
-/// reporting each decision as a `# pairing ...` line on stderr (or a JSON object on stdout).
-func startPairingAgent(_ choice: LinkSecurity.Pairing, loop: EpollLoop, adapter: BluetoothAdapter?, command: String,
-                       json: Bool, consent: @escaping (ManagementPeer) -> Bool) throws -> PairingAgent? {
-    guard choice == .piconet else { return nil }
-    guard let adapter else { throw cliFailure(command, "--pairing piconet needs --transport bluetooth or any", code: 2) }
-    let agent: PairingAgent
-    do { agent = try PairingAgent(loop: loop, adapter: adapter, consent: consent) } catch {
-        throw cliFailure(command, error.description, code: 1)
-    }
-    agent.onEvent = { e in
+/// Reports each decision of the pairing agent (`--pairing piconet`) as a `# pairing ...` line on
+/// stderr, or a JSON object on stdout with `--json`.
+func reportPairing(_ agent: PairingAgent?, json: Bool) {
+    agent?.onEvent = { e in
         if json {
             let (peer, result, detail) = e.parts
-            emitLine("{\"event\":\"pairing\",\"peer\":\(jsonString(peer)),\"result\":\(jsonString(result)),\"detail\":\(jsonString(detail))}")
+            emitJSON(["event": .string("pairing"), "peer": .string(peer), "result": .string(result), "detail": .string(detail)])
         } else {
             errorLine("# \(e)")
         }
     }
-    return agent
 }
 
-/// A BT_SECURITY level read back, by name.
-func securityName(_ level: UInt8?) -> String {
-    guard let level else { return "unknown" }
-    switch L2CAPSecurity(rawValue: level) {
-    case .low?: return "low"
-    case .medium?: return "medium"
-    case .high?: return "high"
-    case .fips?: return "fips"
-    case nil: return "level \(level)"
+/// `--pairing piconet` needs a Bluetooth transport: exit 64 otherwise.
+func checkPairing(_ pairing: LinkSecurity, _ transport: RadioTransport, command: String) throws {
+    if pairing.pairing == .piconet, !transport.usesBluetooth {
+        throw usageFailure(command, "--pairing piconet needs --transport bluetooth or any")
     }
 }
 
@@ -103,12 +65,12 @@ func securityName(_ level: UInt8?) -> String {
 /// privilege, so it is named as what it is.
 func channelFailureText(_ error: TransportError, security: L2CAPSecurity) -> String {
     if case .permissionDenied = error, security != .low {
-        return "link security \(securityName(security.rawValue)) not reached (pairing refused or impossible between these devices; EACCES)"
+        return "link security \(HumanWords.securityName(security.rawValue)) not reached (pairing refused or impossible between these devices; EACCES)"
     }
     if error == .timedOut, security != .low {
-        return "timed out (security \(securityName(security.rawValue)): pairing never completed, e.g. no agent answered)"
+        return "timed out (security \(HumanWords.securityName(security.rawValue)): pairing never completed, e.g. no agent answered)"
     }
-    return "\(error) (security \(securityName(security.rawValue)))"
+    return "\(error) (security \(HumanWords.securityName(security.rawValue)))"
 }
 
 /// `--psm`: an L2CAP PSM, decimal or 0x-hex. 128-255 is an LE credit-based channel; an odd
@@ -138,13 +100,6 @@ struct ChannelPSM {
     private static func bad(_ text: String, _ command: String) -> ExitCode {
         cliFailure(command, "--psm must be an LE PSM in 128...255 (0x80-0xff) or a BR/EDR PSM: odd, at least 4097 (0x1001), bit 8 clear; got \"\(text)\"", code: 2)
     }
-}
-
-/// Prints `piconet <command>: error: <message>` on stderr; the caller throws the result
-/// (exit `code`; 2, the old "bad arguments", is the usage status 64 as everywhere).
-func cliFailure(_ command: String, _ message: String, code: Int32) -> ExitCode {
-    Console.err("piconet \(command): error: \(message)\n")
-    return ExitCode(code == 2 ? ExitStatus.usage : code)
 }
 
 /// Text and JSON lines for peers with routes (`browse --transport bluetooth|any`).

@@ -1,4 +1,5 @@
 import ArgumentParser
+import PiconetCLI
 import PiconetPosix
 import PiconetRuntime
 
@@ -25,25 +26,4 @@ struct PiconetCommand: ParsableCommand {
     }
 }
 
-/// Runs `piconet` under the one command-line convention shared with `piconet-node` and
-/// `piconet-hub`: a usage error is one line `piconet SUB: error: WHAT (FIX)` and exit 64
-/// (ArgumentParser's own text is several lines); `--help` and `--version` print and exit 0.
-func runPiconet() -> Never {
-    do {
-        var command = try PiconetCommand.parseAsRoot(Array(CommandLine.arguments.dropFirst()))
-        try command.run()
-        CurrentProcess.exit(0)
-    } catch let code as ExitCode {
-        CurrentProcess.exit(code.rawValue)   // the line was printed where the failure was
-    } catch {
-        let status = PiconetCommand.exitCode(for: error)
-        if status == .success {
-            print(PiconetCommand.fullMessage(for: error))
-            CurrentProcess.exit(0)
-        }
-        errorLine(ParserMessage.oneLine(PiconetCommand.fullMessage(for: error), command: "piconet"))
-        CurrentProcess.exit(status == .validationFailure ? ExitStatus.usage : status.rawValue)
-    }
-}
-
-runPiconet()
+runUnderConvention(PiconetCommand.self, name: "piconet")

@@ -16,10 +16,7 @@ import Testing
         // The rest of PiconetPosix describes the kernel's structures (sockaddr_in, epoll_event,
         // msghdr, mgmt headers) and flag/errno values; it calls nothing (checked below).
         ("Sources/PiconetPosix/", ["Glibc"], "C types and constants only; every call goes through System/"),
-        ("Sources/PiconetHubServer/", ["Foundation", "FoundationEssentials"],
-         "Hummingbird's server; JSONEncoder for the HTTP snapshot (the one-JSON-path item of issue 24)"),
         ("Sources/PiconetStore/HistoryStore.swift", ["Foundation"], "GRDB's API and FileManager for the database directory"),
-        ("Sources/piconet-hub/HubJSON.swift", ["Foundation"], "JSONEncoder for the hub's --json output (the one-JSON-path item of issue 24)"),
     ]
 
     static let watchedModules: Set<String> = ["Glibc", "Musl", "Foundation", "FoundationEssentials", "Darwin"]
@@ -30,10 +27,7 @@ import Testing
                               "fputs", "fflush", "fclose", "clock_gettime", "strerror", "exit", "signal", "usleep"]
 
     /// Known leftovers, each with the reason it is not fixed here.
-    static let knownCalls: [(path: String, call: String, reason: String)] = [
-        ("Sources/PiconetPosix/SecretFile.swift", "getpid",
-         "SecretFile is being changed on main (node consent); switch to Sys.processID() after that merge"),
-    ]
+    static let knownCalls: [(path: String, call: String, reason: String)] = []
 
     static var packageRoot: String {
         var parts = "\(#filePath)".split(separator: "/", omittingEmptySubsequences: false)

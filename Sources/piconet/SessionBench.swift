@@ -1,0 +1,271 @@
+import ArgumentParser
+import PiconetLoop
+import PiconetPosix
+import PiconetRuntime
+import PiconetSession
+
+/// Monotonic nanoseconds, for the benchmark's own timing (the loop's `now` is per wake-up).
+private func monotonicNanoseconds() -> Int64 { MonotonicClock.now().nanoseconds }
+
+/// Emits `NAME_p50_us` and `NAME_p99_us` of nanosecond samples (nothing when there are none).
+private func emitPercentiles(_ name: String, _ samples: [Int64]) {
+    let s = samples.sorted()
+    guard !s.isEmpty else { return }
+    emitLine("\(name)_p50_us \(fixed(1, Double(s[s.count / 2]) / 1000))")
+    emitLine("\(name)_p99_us \(fixed(1, Double(s[min(s.count - 1, s.count * 99 / 100)]) / 1000))")
+}
+
+/// A `count`-byte message: byte 0 tags the phase, bytes 1...8 carry the monotonic send time.
+private func stampedMessage(tag: UInt8, count: Int) -> [UInt8] {
+    var m = [UInt8](repeating: tag, count: count)
+    let t = monotonicNanoseconds()
+    for i in 0..<8 { m[1 + i] = UInt8(truncatingIfNeeded: t >> (8 * Int64(i))) }
+    return m
+}
+
+/// Nanoseconds since the send time a `stampedMessage` carries.
+private func ageOfStamp(_ bytes: [UInt8]) -> Int64 {
+    var t: Int64 = 0
+    for i in 0..<8 { t |= Int64(bytes[1 + i]) << (8 * Int64(i)) }
+    return monotonicNanoseconds() - t
+}
+
+/// The benchmark's phases, in the order they run. A message's first byte carries its phase's
+/// tag, so a late message from an earlier phase is never counted in a later one.
+enum BenchPhase: UInt8 {
+    /// Invite, accept, disconnect, `--handshakes` times.
+    case handshakes = 0
+    /// 1 MiB reliable messages until `--mebibytes` arrived.
+    case reliableBulk = 1
+    /// `--unreliable` small messages in paced bursts: delivered per second and loss.
+    case unreliableRate = 2
+    /// `--latency` stamped unreliable messages 1 ms apart: one-way latency.
+    case unreliableLatency = 3
+    /// `--reliable-short` small reliable messages: acknowledged per second.
+    case reliableShortRate = 4
+    /// `--latency` stamped small reliable messages 1 ms apart: one-way latency.
+    case reliableShortLatency = 5
+
+    /// The tag in byte 0 of this phase's messages.
+    var tag: UInt8 { rawValue }
+}
+
+/// `piconet session-bench`: two sessions in one process over 127.0.0.1 UDP, one
+/// epoll loop. Prints `name value` lines for scripts/bench.d/40-session.
+struct SessionBenchCommand: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "session-bench",
+        abstract: "Measure Noise handshakes/s, reliable MB/s, unreliable msg/s and one-way latency on loopback.",
+        shouldDisplay: false)
+
+    @Option(help: "Handshakes (invite, accept, disconnect) to time.")
+    var handshakes: Int = 200
+    @Option(help: "MiB to send reliably (as 1 MiB messages).")
+    var mebibytes: Int = 32
+    @Option(help: "Unreliable --payload-byte messages to send as fast as possible.")
+    var unreliable: Int = 50_000
+    @Option(help: "Unreliable --payload-byte messages, 1 ms apart, for one-way latency.")
+    var latency: Int = 2_000
+    @Option(help: "Short reliable --payload-byte messages: msg/s until all are acknowledged, then --latency of them 1 ms apart for one-way latency (0: skip).")
+    var reliableShort: Int = 0
+    @Option(help: "Bytes per unreliable, latency and short reliable message (9 ... 1024: byte 0 tags the phase, 1...8 carry the send time).")
+    var payload: Int = 100
+
+    func run() throws {
+        // 9: the phase tag and the 8-byte send time; 1024 stays well inside one datagram.
+        guard (9...1024).contains(payload) else {
+            throw usageFailure("session-bench", "--payload must be 9 ... 1024 bytes, got \(payload)")
+        }
+        guard reliableShort >= 0 else { throw usageFailure("session-bench", "--reliable-short must be 0 or more") }
+        var config = SessionConfiguration(policy: .acceptAll)
+        config.reliable.sendWindow = 256
+        config.reliable.receiveWindow = 1024
+        config.reliable.sendBufferLimit = 4 << 20
+        // Measure the handshake itself, not the flood limit (production default: 20/s, burst 40).
+        config.handshakeRate = 1e9
+        config.handshakeBurst = 1e9
+        config.handshakeRatePerSource = 1e9; config.handshakeBurstPerSource = 1e9   // one source (loopback) here
+        func host(_ name: String) -> SessionHostSpec {
+            var spec = SessionHostSpec(identity: .given(PeerIdentity(displayName: name)), configuration: config)
+            spec.udpBind = .loopback(port: 0)
+            return spec
+        }
+        let (loop, a) = try openHost("session-bench", host("a"))
+        let b: SessionHost
+        do { b = try SessionHost(loop: loop, host("b")) } catch { throw cliFailure("session-bench", error.description, code: 1) }
+        let bAddress = b.udp!.localAddress
+        let bPeer = b.session.peerID
+        var phase = BenchPhase.handshakes
+        var done = 0
+        var start = monotonicNanoseconds()
+        var receivedBytes = 0
+        var receivedCount = 0
+        var latencies: [Int64] = []
+        var lastArrival: Int64 = 0
+        var sendFailures = 0
+        let total = mebibytes << 20
+        let chunk = [UInt8](repeating: 0x5A, count: 1 << 20)
+        // Which pump `.unstalled` resumes: the 1 MiB reliable phase, then the short reliable one.
+        var onUnstalled: () -> Void = {}
+        func seconds() -> Double { Double(monotonicNanoseconds() - start) / 1e9 }
+        func nextHandshake() {
+            do { try a.session.invite(bAddress) } catch { errorLine("invite: \(error)"); loop.stop() }
+        }
+        var bulk = MessagePump(total: mebibytes)
+        func pumpReliable() {
+            if let error = bulk.pump(a.session, to: bPeer, mode: .reliable, message: { _ in chunk }) {
+                errorLine("reliable send: \(error)")
+                loop.stop()
+            }
+        }
+        func startUnreliable() {
+            phase = .unreliableRate
+            receivedCount = 0
+            start = monotonicNanoseconds()
+            var sent = 0
+            func burst() {
+                let payload = [UInt8](repeating: BenchPhase.unreliableRate.tag, count: self.payload) // byte 0 tags the phase
+                // Small paced bursts: one loop both sends and receives, so a flood would only
+                // measure the receive socket buffer overflowing.
+                for _ in 0..<32 where sent < unreliable {
+                    do { try a.session.send(payload, to: [bPeer], mode: .unreliable) } catch { sendFailures += 1 }
+                    sent += 1
+                }
+                if sent < unreliable { loop.schedule(after: .microseconds(50)) { burst() } } else {
+                    loop.schedule(after: .milliseconds(500)) {
+                        let elapsed = Double(lastArrival - start) / 1e9
+                        emitLine("unreliable_delivered_per_s \(fixed(0, Double(receivedCount) / elapsed))")
+                        emitLine("unreliable_loss_percent \(fixed(2, 100 * Double(unreliable - receivedCount) / Double(unreliable)))")
+                        emitLine("unreliable_refused_by_socket \(a.session.transportRefusals) unreliable_send_errors \(sendFailures)")
+                        startLatency()
+                    }
+                }
+            }
+            burst()
+        }
+        func startLatency() {
+            phase = .unreliableLatency
+            var sent = 0
+            func one() {
+                _ = try? a.session.send(stampedMessage(tag: BenchPhase.unreliableLatency.tag, count: payload), to: [bPeer], mode: .unreliable)
+                sent += 1
+                if sent < latency { loop.schedule(after: .milliseconds(1)) { one() } } else {
+                    loop.schedule(after: .milliseconds(100)) {
+                        emitPercentiles("latency", latencies)
+                        if reliableShort > 0 { startReliableShort() } else { loop.stop() }
+                    }
+                }
+            }
+            one()
+        }
+        var shortRetransmissionsBefore = 0
+        func startReliableShort() {
+            phase = .reliableShortRate
+            receivedCount = 0
+            shortRetransmissionsBefore = a.session.statistics.retransmissions
+            var short = MessagePump(total: reliableShort)
+            let body = [UInt8](repeating: BenchPhase.reliableShortRate.tag, count: payload)
+            func pump() {
+                if let error = short.pump(a.session, to: bPeer, mode: .reliable, message: { _ in body }) {
+                    errorLine("reliable-short send: \(error)")
+                    loop.stop()
+                }
+            }
+            onUnstalled = pump
+            start = monotonicNanoseconds()
+            pump()
+        }
+        /// Once every short message arrived: the rate counts only when the sender also saw every
+        /// ack. Acks arrive as datagrams, so the check runs as `a` handles each one (no polling).
+        var awaitingShortAcks = false
+        func awaitShortAcknowledged() {
+            awaitingShortAcks = true
+            shortAcknowledged()
+        }
+        func shortAcknowledged() {
+            guard awaitingShortAcks, a.session.unacknowledgedFragments(to: bPeer) == 0 else { return }
+            awaitingShortAcks = false
+            let elapsed = Double(monotonicNanoseconds() - start) / 1e9
+            emitLine("reliable_short_acknowledged_per_s \(fixed(0, Double(reliableShort) / elapsed))")
+            emitLine("reliable_short_retransmissions \(a.session.statistics.retransmissions - shortRetransmissionsBefore)")
+            startReliableLatency()
+        }
+        var reliableLatencies: [Int64] = []
+        func startReliableLatency() {
+            phase = .reliableShortLatency
+            var sent = 0
+            func one() {
+                do { try a.session.send(stampedMessage(tag: BenchPhase.reliableShortLatency.tag, count: payload), to: [bPeer], mode: .reliable) } catch {
+                    sendFailures += 1
+                }
+                sent += 1
+                if sent < latency { loop.schedule(after: .milliseconds(1)) { one() } } else {
+                    // Reliable: leave room for a retransmission (minimum RTO 200 ms) to land.
+                    loop.schedule(after: .milliseconds(500)) {
+                        emitPercentiles("reliable_short", reliableLatencies)
+                        emitLine("reliable_short_latency_received \(reliableLatencies.count) of \(latency)")
+                        loop.stop()
+                    }
+                }
+            }
+            one()
+        }
+        a.session.onEvent = { e in
+            switch e {
+            case .invitationFinished(_, .accepted):
+                if phase == .handshakes {
+                    done += 1
+                    a.session.disconnect(bPeer)
+                    if done < handshakes {
+                        loop.schedule(after: .zero) { nextHandshake() }
+                    } else {
+                        emitLine("handshakes_per_s \(fixed(0, Double(done) / seconds()))")
+                        phase = .reliableBulk
+                        start = monotonicNanoseconds()
+                        loop.schedule(after: .zero) {
+                            do { try a.session.invite(bAddress) } catch { loop.stop() }
+                        }
+                    }
+                } else if phase == .reliableBulk {
+                    start = monotonicNanoseconds()
+                    onUnstalled = pumpReliable
+                    pumpReliable()
+                }
+            case let .invitationFinished(_, outcome):
+                errorLine("invitation \(outcome)")
+                loop.stop()
+            case .unstalled:
+                onUnstalled()
+            default: break
+            }
+        }
+        b.session.onEvent = { e in
+            guard case let .received(bytes, _, mode) = e else { return }
+            if mode == .reliable, phase == .reliableShortRate, bytes.first == BenchPhase.reliableShortRate.tag {
+                receivedCount += 1
+                if receivedCount == reliableShort { awaitShortAcknowledged() }
+            } else if mode == .reliable, phase == .reliableShortLatency, bytes.first == BenchPhase.reliableShortLatency.tag, bytes.count >= 9 {
+                reliableLatencies.append(ageOfStamp(bytes))
+            } else if mode == .reliable {
+                receivedBytes += bytes.count
+                if receivedBytes >= total, phase == .reliableBulk {
+                    emitLine("reliable_MBps \(fixed(1, Double(receivedBytes) / 1_048_576 / seconds()))")
+                    emitLine("reliable_retransmissions \(a.session.statistics.retransmissions) of \(a.session.statistics.framesSent) frames")
+                    loop.schedule(after: .zero) { startUnreliable() }
+                }
+            } else if bytes.first == BenchPhase.unreliableRate.tag {
+                receivedCount += 1
+                lastArrival = monotonicNanoseconds()
+            } else if bytes.first == BenchPhase.unreliableLatency.tag, bytes.count >= 9 {
+                latencies.append(ageOfStamp(bytes))
+            }
+        }
+        a.onDatagramHandled = { shortAcknowledged() }
+        start = monotonicNanoseconds()
+        nextHandshake()
+        do { try loop.run() } catch { throw cliFailure("session-bench", "\(error)", code: 1) }
+        a.onDatagramHandled = nil
+        a.close()
+        b.close()
+    }
+}
