@@ -1,6 +1,7 @@
 import PiconetLoop
 import PiconetPosix
 import PiconetSession
+import PiconetWire
 
 /// What a session host is built from: the one recipe `piconet-hub`, `piconet-node`,
 /// `piconet listen` and `piconet send` share (issue 24: four copies before).
