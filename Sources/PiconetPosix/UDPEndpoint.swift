@@ -16,6 +16,10 @@ import PiconetLoop
 ///   `.wouldBlock`, write interest is switched on, and `onWritable` fires once when the
 ///   socket can take more. Nothing is queued inside: the caller decides what to retry.
 ///   `send(batch:)` hands several datagrams to `sendmmsg` at once, resuming after partial sends.
+///   With `Options.coalesceSends`, `send(_:to:)` copies the datagram into the send pool and the
+///   pool goes out with `sendmmsg` when it is full or when the current loop callback returns
+///   (a zero-delay timer: the loop runs it before it blocks again), so a burst of sends or the
+///   acknowledgements for a batch of received datagrams cost one syscall.
 /// - IPv4 today; addresses are converted in one place (`SocketAddress`) so IPv6 can follow.
 ///
 /// Lives on its loop (not `Sendable`) and until `close()`.
@@ -39,6 +43,12 @@ public final class UDPEndpoint: DatagramEndpoint {
         /// Datagrams per `recvmmsg` / `sendmmsg` call (1 ... 1024): the buffer pool has this many
         /// slots of `maximumDatagramSize + 1` bytes (address space; only touched pages are resident).
         public var receiveBatchSize = 32
+        /// Coalesce `send(_:to:)` into `sendmmsg` batches flushed before the loop blocks again
+        /// (see the type's doc). The price: a datagram the kernel refuses at the flush (EAGAIN:
+        /// `coalescedDropped`; an error: `sendErrors`) was already reported `.sent`, so it suits
+        /// traffic that tolerates loss anyway (sessions: unreliable, or retransmitted). While
+        /// a flush waits for writability, `send` answers `.wouldBlock` as without coalescing.
+        public var coalesceSends = false
         /// SO_BINDTODEVICE: the socket receives only what arrives on this interface and sends
         /// out of it (`--interface` as a boundary). nil: every interface.
         public var device: String?
@@ -75,8 +85,10 @@ public final class UDPEndpoint: DatagramEndpoint {
         public var receiveBatches = 0
         /// `sendmmsg` calls that sent at least one datagram.
         public var sendBatches = 0
-        /// Datagrams of a `send(batch:)` the kernel refused one by one (reported in its result).
+        /// Datagrams of a `send(batch:)` or a coalesced flush the kernel refused one by one.
         public var sendErrors = 0
+        /// Coalesced datagrams dropped because the send buffer was full at the flush.
+        public var coalescedDropped = 0
     }
 
     public let loop: EpollLoop
@@ -93,6 +105,11 @@ public final class UDPEndpoint: DatagramEndpoint {
     // The receive pool, reused for every batch; the send pool, made on the first batch send.
     private let receivePool: DatagramBatch
     private var sendPool: DatagramBatch?
+    // Coalesced sends waiting in `sendPool[0..<pendingSends]`, and whether a flush is scheduled.
+    private var pendingSends = 0
+    private var flushScheduled = false
+    // A coalesced flush met EAGAIN: sends answer `.wouldBlock` until the socket is writable.
+    private var sendStalled = false
 
     /// Opens a socket bound to `address` (port 0 = ephemeral; `localAddress` has the real port).
     /// The corresponding C functions are `socket`, `setsockopt`, `bind`, `getsockname`.
@@ -182,10 +199,63 @@ public final class UDPEndpoint: DatagramEndpoint {
         guard let sa = SocketAddress(destination) else {
             throw .system(errno: EAFNOSUPPORT, operation: "sendto \(destination)")
         }
+        if options.coalesceSends { return coalesce(bytes, to: sa) }
         let fd = socket.rawValue
         var result: Result<IOResult<Int>, IOError> = .success(.wouldBlock)
         bytes.withUnsafeBytes { p in result = Result { () throws(IOError) in try Sys.sendto(fd, p, sa) } }
         return try finishSend(result, size: bytes.count)
+    }
+
+    private func makeSendPool() -> DatagramBatch {
+        if let sendPool { return sendPool }
+        let pool = DatagramBatch(capacity: receivePool.capacity, slotSize: options.maximumDatagramSize)
+        sendPool = pool
+        return pool
+    }
+
+    private func coalesce(_ bytes: [UInt8], to address: SocketAddress) -> SendOutcome {
+        if sendStalled {
+            statistics.wouldBlock += 1
+            return .wouldBlock
+        }
+        let pool = makeSendPool()
+        pool.prepareForSend(pendingSends, bytes: bytes, to: address)
+        pendingSends += 1
+        if pendingSends == pool.capacity {
+            flushPendingSends()
+        } else if !flushScheduled {
+            flushScheduled = true
+            _ = loop.schedule(after: .zero) { [weak self] in self?.flushPendingSends() }
+        }
+        return .sent
+    }
+
+    /// Sends the coalesced datagrams with `sendmmsg`, resuming after partial sends; what the
+    /// kernel refuses is counted (see `Options.coalesceSends`). The corresponding C function is `sendmmsg`.
+    private func flushPendingSends() {
+        flushScheduled = false
+        guard pendingSends > 0, let pool = sendPool else { return }
+        let count = pendingSends
+        pendingSends = 0
+        guard !socket.isClosed else { return }
+        var first = 0
+        while first < count {
+            let result = Result { () throws(IOError) in try Sys.sendmmsg(socket.rawValue, pool.headers + first, count: count - first) }
+            switch result {
+            case let .success(.processed(n)) where n > 0:
+                statistics.sendBatches += 1
+                statistics.sent += n
+                first += n
+            case .success(.processed), .success(.wouldBlock):
+                statistics.coalescedDropped += count - first
+                sendStalled = true
+                if let registration { try? loop.modify(registration, interest: [.read, .write]) }
+                return
+            case .failure:
+                statistics.sendErrors += 1
+                first += 1
+            }
+        }
     }
 
     /// Sends `bytes` out of the interface with index `interfaceIndex` (IP_PKTINFO on sendmsg),
@@ -201,6 +271,7 @@ public final class UDPEndpoint: DatagramEndpoint {
         guard var sa = SocketAddress(destination), sa.family == AF_INET else {
             throw .system(errno: EAFNOSUPPORT, operation: "sendmsg \(destination)")
         }
+        flushPendingSends() // coalesced datagrams first: the order of sends is kept
         let fd = socket.rawValue
         var info = in_pktinfo()
         info.ipi_ifindex = CInt(clamping: interfaceIndex)
@@ -278,11 +349,8 @@ public final class UDPEndpoint: DatagramEndpoint {
     /// Throws only `.closed`. The corresponding C function is `sendmmsg`.
     public func send(batch: [Outgoing]) throws(TransportError) -> BatchOutcome {
         guard !socket.isClosed else { throw .closed }
-        let pool: DatagramBatch
-        if let sendPool { pool = sendPool } else {
-            pool = DatagramBatch(capacity: receivePool.capacity, slotSize: options.maximumDatagramSize)
-            sendPool = pool
-        }
+        flushPendingSends() // coalesced datagrams first: the pool is reused below
+        let pool = makeSendPool()
         var outcome = BatchOutcome()
         var slotIndex = [Int](repeating: 0, count: pool.capacity) // slot -> index in `batch`
         var next = 0
@@ -351,6 +419,7 @@ public final class UDPEndpoint: DatagramEndpoint {
     /// Deregisters from the loop and closes the socket. Idempotent.
     public func close() {
         guard !socket.isClosed else { return }
+        flushPendingSends()
         if let registration { loop.deregister(registration) }
         registration = nil
         socket.close()
@@ -362,6 +431,7 @@ public final class UDPEndpoint: DatagramEndpoint {
 
     private func handle(_ events: Events) {
         if events.contains(.writable), let registration {
+            sendStalled = false
             try? loop.modify(registration, interest: .read)
             onWritable?()
         }

@@ -176,6 +176,73 @@ import Testing
         sender.close()
     }
 
+    @Test func coalescedSendsOfOneCallbackLeaveInOneSendmmsg() throws {
+        let loop = try EpollLoop()
+        var options = UDPEndpoint.Options()
+        options.coalesceSends = true
+        let receiver = try UDPEndpoint(loop: loop, bindTo: .loopback(port: 0))
+        let sender = try UDPEndpoint(loop: loop, bindTo: .loopback(port: 0), options: options)
+        var got: [[UInt8]] = []
+        receiver.onDatagram = { d in
+            got.append(d.bytes)
+            if got.count == 10 { loop.stop() }
+        }
+        let messages = (0..<10).map { message(sender: 1, $0) }
+        let mock = SyscallMock()
+        SyscallMock.$current.withValue(mock) {
+            _ = loop.schedule(after: .zero) {
+                for m in messages { #expect((try? sender.send(m, to: receiver.localAddress)) == .sent) }
+                #expect(mock.calls(named: "sendmmsg").isEmpty, "nothing leaves before the callback returns")
+            }
+            runLoop(loop)
+        }
+        #expect(got == messages)
+        #expect(mock.calls(named: "sendmmsg").map { $0.arguments[1] } == [10])
+        #expect(mock.calls(named: "sendto").isEmpty)
+        #expect(sender.statistics.sent == 10 && sender.statistics.sendBatches == 1)
+        receiver.close()
+        sender.close()
+    }
+
+    @Test func aCoalescedFlushThatMeetsEagainCountsTheDropAndStallsUntilWritable() throws {
+        let loop = try EpollLoop()
+        var options = UDPEndpoint.Options()
+        options.coalesceSends = true
+        let receiver = try UDPEndpoint(loop: loop, bindTo: .loopback(port: 0))
+        let sender = try UDPEndpoint(loop: loop, bindTo: .loopback(port: 0), options: options)
+        var got: [[UInt8]] = []
+        receiver.onDatagram = { d in
+            got.append(d.bytes)
+            loop.stop()
+        }
+        var afterStall: SendOutcome?
+        var afterWritable: SendOutcome?
+        sender.onWritable = { afterWritable = try? sender.send([9, 9], to: receiver.localAddress) }
+        let mock = SyscallMock()
+        mock.limitBatch("sendmmsg", to: 2)
+        mock.fail("sendmmsg", errno: .wouldBlock)
+        SyscallMock.$current.withValue(mock) {
+            for i in 0..<5 { #expect((try? sender.send(message(sender: 1, i), to: receiver.localAddress)) == .sent) }
+            sender.close() // flushes: the first call is refused (EAGAIN) before the limit applies
+        }
+        #expect(sender.statistics.coalescedDropped == 5 && sender.statistics.sent == 0)
+        let second = try UDPEndpoint(loop: loop, bindTo: .loopback(port: 0), options: options)
+        let stall = SyscallMock()
+        stall.fail("sendmmsg", errno: .wouldBlock)
+        second.onWritable = { afterWritable = try? second.send([9, 9], to: receiver.localAddress) }
+        SyscallMock.$current.withValue(stall) {
+            #expect((try? second.send([1], to: receiver.localAddress)) == .sent)
+            _ = loop.schedule(after: .zero) { afterStall = try? second.send([2], to: receiver.localAddress) }
+            runLoop(loop)
+        }
+        #expect(second.statistics.coalescedDropped == 1)
+        #expect(afterStall == .wouldBlock, "while the flush waits for writability, send says so")
+        #expect(afterWritable == .sent)
+        #expect(got == [[9, 9]])
+        second.close()
+        receiver.close()
+    }
+
     @Test func aBatchSendOnAClosedEndpointThrows() throws {
         let loop = try EpollLoop()
         let udp = try UDPEndpoint(loop: loop, bindTo: .loopback(port: 0))
