@@ -25,6 +25,12 @@ extern int pipe2(int pipefd[2], int flags);
 extern int accept4(int sockfd, struct sockaddr *addr, socklen_t *addrlen, int flags);
 extern pid_t gettid(void);
 extern int unshare(int flags);
+// recvmmsg/sendmmsg: several datagrams per syscall. `struct mmsghdr` is GNU-only too, so
+// this twin has its layout (a msghdr, then the byte count the kernel fills in).
+struct timespec;
+struct piconet_mmsghdr { struct msghdr msg_hdr; unsigned int msg_len; };
+extern int recvmmsg(int sockfd, struct piconet_mmsghdr *msgvec, unsigned int vlen, int flags, struct timespec *timeout);
+extern int sendmmsg(int sockfd, struct piconet_mmsghdr *msgvec, unsigned int vlen, int flags);
 // CLONE_NEWNET from <sched.h>, hidden the same way.
 static const int piconet_clone_newnet = 0x40000000;
 

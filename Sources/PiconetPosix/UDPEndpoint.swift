@@ -4,14 +4,22 @@ import PiconetLoop
 
 /// A UDP socket on an `EpollLoop`: the real-network `DatagramEndpoint`.
 ///
-/// - Receive: on readability, `recvmsg` is drained until EAGAIN (at most
-///   `Options.maximumDatagramsPerWakeUp` per turn so one flooded socket cannot starve
-///   the others; level-triggered epoll brings us back). With `receivePacketInfo`
+/// - Receive: on readability, `recvmmsg` takes up to `Options.receiveBatchSize` datagrams per
+///   syscall into one reusable buffer pool (`DatagramBatch`), until a batch comes back short
+///   (the queue is empty: no extra EAGAIN call) or `Options.maximumDatagramsPerWakeUp` were
+///   taken this turn, so one flooded socket cannot starve the others; level-triggered epoll
+///   brings us back. Each datagram is checked on its own (cut, foreign interface, unknown
+///   address family): one bad datagram costs only itself, never its batch. With `receivePacketInfo`
 ///   (IP_PKTINFO) each `Datagram` carries the receiving interface index and the local
 ///   destination address, which tells multicast from unicast.
 /// - Send: `sendto` right away. If the kernel's send buffer is full (EAGAIN) `send` returns
 ///   `.wouldBlock`, write interest is switched on, and `onWritable` fires once when the
 ///   socket can take more. Nothing is queued inside: the caller decides what to retry.
+///   `send(batch:)` hands several datagrams to `sendmmsg` at once, resuming after partial sends.
+///   With `Options.coalesceSends`, `send(_:to:)` copies the datagram into the send pool and the
+///   pool goes out with `sendmmsg` when it is full or when the current loop callback returns
+///   (a zero-delay timer: the loop runs it before it blocks again), so a burst of sends or the
+///   acknowledgements for a batch of received datagrams cost one syscall.
 /// - IPv4 today; addresses are converted in one place (`SocketAddress`) so IPv6 can follow.
 ///
 /// Lives on its loop (not `Sendable`) and until `close()`.
@@ -32,6 +40,15 @@ public final class UDPEndpoint: DatagramEndpoint {
         public var sendBufferSize: Int?
         /// Fairness bound for one readiness event (see the type's doc).
         public var maximumDatagramsPerWakeUp = 256
+        /// Datagrams per `recvmmsg` / `sendmmsg` call (1 ... 1024): the buffer pool has this many
+        /// slots of `maximumDatagramSize + 1` bytes (address space; only touched pages are resident).
+        public var receiveBatchSize = 32
+        /// Coalesce `send(_:to:)` into `sendmmsg` batches flushed before the loop blocks again
+        /// (see the type's doc). The price: a datagram the kernel refuses at the flush (EAGAIN:
+        /// `coalescedDropped`; an error: `sendErrors`) was already reported `.sent`, so it suits
+        /// traffic that tolerates loss anyway (sessions: unreliable, or retransmitted). While
+        /// a flush waits for writability, `send` answers `.wouldBlock` as without coalescing.
+        public var coalesceSends = false
         /// SO_BINDTODEVICE: the socket receives only what arrives on this interface and sends
         /// out of it (`--interface` as a boundary). nil: every interface.
         public var device: String?
@@ -62,6 +79,16 @@ public final class UDPEndpoint: DatagramEndpoint {
         public var receiveErrors = 0
         /// Datagrams that arrived on an interface outside `Options.acceptedInterfaces`: dropped.
         public var foreignInterfaceDropped = 0
+        /// Datagrams whose source address family we cannot represent: dropped.
+        public var unknownSourceDropped = 0
+        /// `recvmmsg` calls that returned datagrams (received / receiveBatches = datagrams per syscall).
+        public var receiveBatches = 0
+        /// `sendmmsg` calls that sent at least one datagram.
+        public var sendBatches = 0
+        /// Datagrams of a `send(batch:)` or a coalesced flush the kernel refused one by one.
+        public var sendErrors = 0
+        /// Coalesced datagrams dropped because the send buffer was full at the flush.
+        public var coalescedDropped = 0
     }
 
     public let loop: EpollLoop
@@ -75,9 +102,14 @@ public final class UDPEndpoint: DatagramEndpoint {
     public private(set) var statistics = Statistics()
     public var isClosed: Bool { socket.isClosed }
 
-    // One receive buffer and control buffer, reused for every datagram.
-    private var receiveBuffer: [UInt8]
-    private var controlBuffer: [UInt8]
+    // The receive pool, reused for every batch; the send pool, made on the first batch send.
+    private let receivePool: DatagramBatch
+    private var sendPool: DatagramBatch?
+    // Coalesced sends waiting in `sendPool[0..<pendingSends]`, and whether a flush is scheduled.
+    private var pendingSends = 0
+    private var flushScheduled = false
+    // A coalesced flush met EAGAIN: sends answer `.wouldBlock` until the socket is writable.
+    private var sendStalled = false
 
     /// Opens a socket bound to `address` (port 0 = ephemeral; `localAddress` has the real port).
     /// The corresponding C functions are `socket`, `setsockopt`, `bind`, `getsockname`.
@@ -98,8 +130,8 @@ public final class UDPEndpoint: DatagramEndpoint {
         try Sys.bind(fd, sa)
         localAddress = try Sys.localAddress(fd)?.endpoint ?? address
         // One byte more than the limit so an oversized datagram shows up as MSG_TRUNC.
-        receiveBuffer = [UInt8](repeating: 0, count: options.maximumDatagramSize + 1)
-        controlBuffer = [UInt8](repeating: 0, count: 128)
+        receivePool = DatagramBatch(capacity: min(max(options.receiveBatchSize, 1), 1024),
+                                    slotSize: options.maximumDatagramSize + 1)
         // The loop holds us (strongly) while registered, like an open channel; close() breaks the cycle.
         registration = try loop.register(socket.descriptor, interest: .read) { events in
             self.handle(events)
@@ -167,10 +199,63 @@ public final class UDPEndpoint: DatagramEndpoint {
         guard let sa = SocketAddress(destination) else {
             throw .system(errno: EAFNOSUPPORT, operation: "sendto \(destination)")
         }
+        if options.coalesceSends { return coalesce(bytes, to: sa) }
         let fd = socket.rawValue
         var result: Result<IOResult<Int>, IOError> = .success(.wouldBlock)
         bytes.withUnsafeBytes { p in result = Result { () throws(IOError) in try Sys.sendto(fd, p, sa) } }
         return try finishSend(result, size: bytes.count)
+    }
+
+    private func makeSendPool() -> DatagramBatch {
+        if let sendPool { return sendPool }
+        let pool = DatagramBatch(capacity: receivePool.capacity, slotSize: options.maximumDatagramSize)
+        sendPool = pool
+        return pool
+    }
+
+    private func coalesce(_ bytes: [UInt8], to address: SocketAddress) -> SendOutcome {
+        if sendStalled {
+            statistics.wouldBlock += 1
+            return .wouldBlock
+        }
+        let pool = makeSendPool()
+        pool.prepareForSend(pendingSends, bytes: bytes, to: address)
+        pendingSends += 1
+        if pendingSends == pool.capacity {
+            flushPendingSends()
+        } else if !flushScheduled {
+            flushScheduled = true
+            _ = loop.schedule(after: .zero) { [weak self] in self?.flushPendingSends() }
+        }
+        return .sent
+    }
+
+    /// Sends the coalesced datagrams with `sendmmsg`, resuming after partial sends; what the
+    /// kernel refuses is counted (see `Options.coalesceSends`). The corresponding C function is `sendmmsg`.
+    private func flushPendingSends() {
+        flushScheduled = false
+        guard pendingSends > 0, let pool = sendPool else { return }
+        let count = pendingSends
+        pendingSends = 0
+        guard !socket.isClosed else { return }
+        var first = 0
+        while first < count {
+            let result = Result { () throws(IOError) in try Sys.sendmmsg(socket.rawValue, pool.headers + first, count: count - first) }
+            switch result {
+            case let .success(.processed(n)) where n > 0:
+                statistics.sendBatches += 1
+                statistics.sent += n
+                first += n
+            case .success(.processed), .success(.wouldBlock):
+                statistics.coalescedDropped += count - first
+                sendStalled = true
+                if let registration { try? loop.modify(registration, interest: [.read, .write]) }
+                return
+            case .failure:
+                statistics.sendErrors += 1
+                first += 1
+            }
+        }
     }
 
     /// Sends `bytes` out of the interface with index `interfaceIndex` (IP_PKTINFO on sendmsg),
@@ -186,6 +271,7 @@ public final class UDPEndpoint: DatagramEndpoint {
         guard var sa = SocketAddress(destination), sa.family == AF_INET else {
             throw .system(errno: EAFNOSUPPORT, operation: "sendmsg \(destination)")
         }
+        flushPendingSends() // coalesced datagrams first: the order of sends is kept
         let fd = socket.rawValue
         var info = in_pktinfo()
         info.ipi_ifindex = CInt(clamping: interfaceIndex)
@@ -218,6 +304,103 @@ public final class UDPEndpoint: DatagramEndpoint {
         return try finishSend(result, size: bytes.count)
     }
 
+    /// One datagram of a `send(batch:)`.
+    public struct Outgoing: Equatable, Sendable {
+        public var bytes: [UInt8]
+        public var destination: EndpointAddress
+        public init(_ bytes: [UInt8], to destination: EndpointAddress) {
+            self.bytes = bytes
+            self.destination = destination
+        }
+    }
+
+    /// What became of a `send(batch:)`.
+    public struct BatchOutcome: Equatable, Sendable {
+        /// A datagram the kernel (or our checks) refused; the batch went on without it.
+        public struct Failure: Equatable, Sendable {
+            public var index: Int
+            public var error: TransportError
+            public init(index: Int, error: TransportError) {
+                self.index = index
+                self.error = error
+            }
+        }
+        /// Datagrams the kernel took.
+        public var sent = 0
+        /// Refused datagrams, in batch order.
+        public var failures: [Failure] = []
+        /// The index of the first datagram not attempted because the send buffer is full, or nil
+        /// when every datagram was handled. `onWritable` fires once the socket can take more:
+        /// resend from here (`batch[stalledAt...]`).
+        public var stalledAt: Int?
+
+        public init(sent: Int = 0, failures: [Failure] = [], stalledAt: Int? = nil) {
+            self.sent = sent
+            self.failures = failures
+            self.stalledAt = stalledAt
+        }
+    }
+
+    /// Sends `batch` with as few `sendmmsg` calls as the kernel allows (`Options.receiveBatchSize`
+    /// datagrams per call, copied into one reusable pool). A partial send resumes with the
+    /// first datagram the kernel did not take; a datagram refused on its own (too large, no
+    /// route, ECONNREFUSED) is reported in `failures` and skipped; EAGAIN stops the batch
+    /// (`stalledAt`) and switches write interest on, like `send(_:to:)`'s `.wouldBlock`.
+    /// Throws only `.closed`. The corresponding C function is `sendmmsg`.
+    public func send(batch: [Outgoing]) throws(TransportError) -> BatchOutcome {
+        guard !socket.isClosed else { throw .closed }
+        flushPendingSends() // coalesced datagrams first: the pool is reused below
+        let pool = makeSendPool()
+        var outcome = BatchOutcome()
+        var slotIndex = [Int](repeating: 0, count: pool.capacity) // slot -> index in `batch`
+        var next = 0
+        while next < batch.count {
+            var filled = 0
+            while filled < pool.capacity, next < batch.count {
+                let item = batch[next]
+                if item.bytes.count > options.maximumDatagramSize {
+                    outcome.failures.append(.init(index: next, error: .messageTooLarge(size: item.bytes.count, limit: options.maximumDatagramSize)))
+                } else if let sa = SocketAddress(item.destination) {
+                    pool.prepareForSend(filled, bytes: item.bytes, to: sa)
+                    slotIndex[filled] = next
+                    filled += 1
+                } else {
+                    outcome.failures.append(.init(index: next, error: .system(errno: EAFNOSUPPORT, operation: "sendmmsg \(item.destination)")))
+                }
+                next += 1
+            }
+            var first = 0
+            while first < filled {
+                let result = Result { () throws(IOError) in try Sys.sendmmsg(socket.rawValue, pool.headers + first, count: filled - first) }
+                switch result {
+                case let .success(.processed(count)) where count > 0:
+                    statistics.sendBatches += 1
+                    statistics.sent += count
+                    outcome.sent += count
+                    first += count // a partial send resumes with the first datagram not taken
+                case .success(.processed):
+                    // The kernel took none without an error: treat as a full buffer, never spin.
+                    fallthrough
+                case .success(.wouldBlock):
+                    statistics.wouldBlock += 1
+                    if let registration { try? loop.modify(registration, interest: [.read, .write]) }
+                    outcome.stalledAt = slotIndex[first]
+                    return outcome
+                case let .failure(error):
+                    // The first datagram of this call was refused on its own: report it, go on.
+                    let size = batch[slotIndex[first]].bytes.count
+                    let transport = error.errno == EMSGSIZE
+                        ? TransportError.messageTooLarge(size: size, limit: options.maximumDatagramSize) : error.transportError
+                    statistics.sendErrors += 1
+                    outcome.failures.append(.init(index: slotIndex[first], error: transport))
+                    first += 1
+                }
+            }
+        }
+        outcome.failures.sort { $0.index < $1.index }
+        return outcome
+    }
+
     private func finishSend(_ result: Result<IOResult<Int>, IOError>, size: Int) throws(TransportError) -> SendOutcome {
         switch result {
         case .success(.processed):
@@ -236,6 +419,7 @@ public final class UDPEndpoint: DatagramEndpoint {
     /// Deregisters from the loop and closes the socket. Idempotent.
     public func close() {
         guard !socket.isClosed else { return }
+        flushPendingSends()
         if let registration { loop.deregister(registration) }
         registration = nil
         socket.close()
@@ -247,6 +431,7 @@ public final class UDPEndpoint: DatagramEndpoint {
 
     private func handle(_ events: Events) {
         if events.contains(.writable), let registration {
+            sendStalled = false
             try? loop.modify(registration, interest: .read)
             onWritable?()
         }
@@ -256,64 +441,55 @@ public final class UDPEndpoint: DatagramEndpoint {
     }
 
     private func receiveAll() {
-        var n = 0
-        while n < options.maximumDatagramsPerWakeUp, !socket.isClosed, let d = receiveOne() {
-            n += 1
-            if let d { statistics.received += 1; onDatagram?(d) }
+        var taken = 0
+        let pool = receivePool
+        while taken < options.maximumDatagramsPerWakeUp, !socket.isClosed {
+            let wanted = min(pool.capacity, options.maximumDatagramsPerWakeUp - taken)
+            pool.prepareForReceive(wanted)
+            let outcome = Result { () throws(IOError) in try Sys.recvmmsg(socket.rawValue, pool.headers, count: wanted) }
+            switch outcome {
+            case .success(.wouldBlock):
+                return
+            case .failure:
+                // ECONNREFUSED and friends from earlier sends: counted, the socket stays usable.
+                statistics.receiveErrors += 1
+                taken += 1
+            case let .success(.processed(count)):
+                if count > 0 { statistics.receiveBatches += 1 }
+                taken += count
+                for i in 0..<count where !socket.isClosed {
+                    if let d = datagram(inSlot: i) { statistics.received += 1; onDatagram?(d) }
+                }
+                // A short batch emptied the queue: skip the call that would only say EAGAIN.
+                if count < wanted { return }
+            }
         }
     }
 
-    /// nil: nothing more to read now. .some(nil): one datagram consumed but not delivered.
-    private func receiveOne() -> Datagram?? {
-        var source = sockaddr_storage()
-        let fd = socket.rawValue
-        var outcome: Result<IOResult<Int>, IOError> = .success(.wouldBlock)
-        var flags: CInt = 0
-        var pktinfo: (index: Int, destination: IPv4Address)?
-        receiveBuffer.withUnsafeMutableBytes { data in
-            controlBuffer.withUnsafeMutableBytes { control in
-                withUnsafeMutablePointer(to: &source) { src in
-                    var iov = iovec(iov_base: data.baseAddress, iov_len: data.count)
-                    withUnsafeMutablePointer(to: &iov) { iovp in
-                        var msg = msghdr()
-                        msg.msg_name = UnsafeMutableRawPointer(src)
-                        msg.msg_namelen = socklen_t(MemoryLayout<sockaddr_storage>.size)
-                        msg.msg_iov = iovp
-                        msg.msg_iovlen = 1
-                        msg.msg_control = control.baseAddress
-                        msg.msg_controllen = control.count
-                        outcome = Result { () throws(IOError) in try Sys.recvmsg(fd, &msg) }
-                        flags = msg.msg_flags
-                        if case .success(.processed) = outcome { pktinfo = Self.packetInfo(&msg) }
-                    }
-                }
-            }
-        }
-        switch outcome {
-        case .success(.wouldBlock):
+    /// The datagram in receive slot `i`, or nil (counted) when it was cut, came from an address
+    /// we cannot represent or arrived on an interface we do not accept.
+    private func datagram(inSlot i: Int) -> Datagram? {
+        let pool = receivePool
+        let count = Int(pool.headers[i].msg_len)
+        if pool.headers[i].msg_hdr.msg_flags & CInt(MSG_TRUNC) != 0 || count > options.maximumDatagramSize {
+            statistics.truncatedDropped += 1
             return nil
-        case let .failure(error):
-            // ECONNREFUSED and friends from earlier sends: counted, the socket stays usable.
-            _ = error
-            statistics.receiveErrors += 1
-            return .some(nil)
-        case let .success(.processed(count)):
-            if flags & CInt(MSG_TRUNC) != 0 || count > options.maximumDatagramSize {
-                statistics.truncatedDropped += 1
-                return .some(nil)
-            }
-            guard let from = SocketAddress(source)?.endpoint else { return .some(nil) }
-            var d = Datagram(bytes: Array(receiveBuffer[0..<count]), source: from)
-            if let pktinfo {
-                d.interfaceIndex = pktinfo.index
-                d.destination = pktinfo.destination.endpoint(port: localAddress.port)
-            }
-            if let accepted = options.acceptedInterfaces, !accepted.contains(d.interfaceIndex ?? -1) {
-                statistics.foreignInterfaceDropped += 1
-                return .some(nil)
-            }
-            return .some(d)
         }
+        guard let from = SocketAddress(pool.names[i])?.endpoint else {
+            statistics.unknownSourceDropped += 1
+            return nil
+        }
+        let info = Self.packetInfo(&pool.headers[i].msg_hdr)
+        if let accepted = options.acceptedInterfaces, !accepted.contains(info?.index ?? -1) {
+            statistics.foreignInterfaceDropped += 1
+            return nil
+        }
+        var d = Datagram(bytes: Array(pool.received(i)), source: from)
+        if let info {
+            d.interfaceIndex = info.index
+            d.destination = info.destination.endpoint(port: localAddress.port)
+        }
+        return d
     }
 
     /// Finds IP_PKTINFO in the control messages (walked with the kernel's CMSG macros).

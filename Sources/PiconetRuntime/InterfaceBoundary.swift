@@ -48,6 +48,7 @@ extension UDPSessionHost {
         var options = UDPEndpoint.Options()
         options.receiveBufferSize = 1 << 20
         options.sendBufferSize = 1 << 20
+        options.coalesceSends = true // one sendmmsg per loop callback (a burst, the acks of a batch)
         do {
             options = try InterfaceBoundary.options(options, interfaces: interfaces)
         } catch {

@@ -127,6 +127,7 @@ public final class UDPSessionHost {
             var options = UDPEndpoint.Options()
             options.receiveBufferSize = 1 << 20
             options.sendBufferSize = 1 << 20
+        options.coalesceSends = true // one sendmmsg per loop callback (a burst, the acks of a batch)
             return try UDPEndpoint(loop: loop, bindTo: address, options: options)
         } catch {
             throw .socket(address: address.description, reason: "\(error)")

@@ -78,11 +78,10 @@ public final class HistoryRecorder {
     public func flush() -> StoreError? {
         guard let store else { return nil }
         do throws(StoreError) {
-            try store.append(batches: pendingBatches)
-            written += pendingBatches.count
+            // One transaction for both: a row leaves the queue only once its commit returned.
+            try store.append(batches: pendingBatches, aggregates: pendingAggregates)
+            written += pendingBatches.count + pendingAggregates.count
             pendingBatches.removeAll(keepingCapacity: true)
-            try store.append(aggregates: pendingAggregates)
-            written += pendingAggregates.count
             pendingAggregates.removeAll(keepingCapacity: true)
             mode = .persisting
             return nil

@@ -1,5 +1,6 @@
 import Foundation
 import GRDB
+import GRDBSQLite
 import PiconetHub
 import PiconetLoop
 import PiconetSensors
@@ -197,38 +198,72 @@ public final class HistoryStore {
 
     /// Appends batches in one transaction: all or none.
     public func append(batches: [StoredBatch]) throws(StoreError) {
-        guard !batches.isEmpty else { return }
+        try append(batches: batches, aggregates: [])
+    }
+
+    /// Appends batches and window statistics in one transaction: all or none. What the
+    /// recorder's flush writes, so a flush costs one commit (one WAL append) whatever it holds.
+    public func append(batches: [StoredBatch], aggregates: [StoredAggregate]) throws(StoreError) {
+        guard !batches.isEmpty || !aggregates.isEmpty else { return }
         try write { db in
-            let stmt = try db.cachedStatement(sql: """
-                INSERT INTO batch (node, received_at, epoch, sequence, node_time, payload) VALUES (?, ?, ?, ?, ?, ?)
-                """)
-            for b in batches {
-                try stmt.execute(arguments: [b.node, b.receivedAt, Int64(b.batch.epoch), Int64(b.batch.sequence),
-                                             b.batch.sentAt.nanoseconds, Data(b.batch.encoded())])
+            if !batches.isEmpty { try Self.insert(batches, db) }
+            if !aggregates.isEmpty { try Self.insert(aggregates, db) }
+        }
+    }
+
+    /// The batch rows, bound straight to the cached prepared statement with sqlite3_bind_*:
+    /// no per-row argument array of existentials, no `Data` copy of the payload (SQLite copies
+    /// the bytes itself, SQLITE_TRANSIENT). One reused encoder buffer for every payload.
+    private static func insert(_ batches: [StoredBatch], _ db: Database) throws {
+        let statement = try db.cachedStatement(sql: """
+            INSERT INTO batch (node, received_at, epoch, sequence, node_time, payload) VALUES (?, ?, ?, ?, ?, ?)
+            """)
+        let stmt = statement.sqliteStatement
+        let transient = unsafeBitCast(-1, to: sqlite3_destructor_type.self)
+        var writer = ByteWriter(capacity: 1024)
+        for b in batches {
+            writer.removeAll()
+            b.batch.encode(into: &writer)
+            sqlite3_reset(stmt)
+            var code = b.node.withCString { sqlite3_bind_text(stmt, 1, $0, -1, transient) }
+            if code == SQLITE_OK { code = sqlite3_bind_int64(stmt, 2, b.receivedAt) }
+            if code == SQLITE_OK { code = sqlite3_bind_int64(stmt, 3, Int64(b.batch.epoch)) }
+            if code == SQLITE_OK { code = sqlite3_bind_int64(stmt, 4, Int64(b.batch.sequence)) }
+            if code == SQLITE_OK { code = sqlite3_bind_int64(stmt, 5, b.batch.sentAt.nanoseconds) }
+            if code == SQLITE_OK {
+                code = writer.bytes.withUnsafeBytes { sqlite3_bind_blob(stmt, 6, $0.baseAddress, CInt($0.count), transient) }
+            }
+            if code == SQLITE_OK { code = sqlite3_step(stmt) }
+            guard code == SQLITE_DONE else {
+                let message = String(cString: sqlite3_errmsg(db.sqliteConnection))
+                sqlite3_reset(stmt)
+                throw DatabaseError(resultCode: ResultCode(rawValue: code), message: message)
             }
         }
+        sqlite3_reset(stmt)
     }
 
     /// Appends window statistics in one transaction.
     public func append(aggregates: [StoredAggregate]) throws(StoreError) {
-        guard !aggregates.isEmpty else { return }
-        try write { db in
-            let stmt = try db.cachedStatement(sql: """
-                INSERT INTO aggregate (node, window, at, bpm_min, bpm_mean, bpm_max, heart_rate_samples, rmssd, sdnn,
-                    rr_intervals, zone0, zone1, zone2, zone3, zone4, zone5, activity, steps, cadence,
-                    batches_received, batches_expected, loss, latency_mean, latency_max)
-                VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
-                """)
-            for a in aggregates {
-                let s = a.stats
-                let z = s.zoneSeconds + Array(repeating: 0, count: max(0, 6 - s.zoneSeconds.count))
-                let values: [(any DatabaseValueConvertible)?] = [
-                    a.node, s.window.description, a.at, s.bpmMin, s.bpmMean, s.bpmMax, s.heartRateSamples, s.rmssd, s.sdnn,
-                    s.rrIntervals, z[0], z[1], z[2], z[3], z[4], z[5], s.activity, s.steps, s.cadence,
-                    s.batchesReceived, s.batchesExpected, s.lossRatio, s.latencyMean, s.latencyMax,
-                ]
-                try stmt.execute(arguments: StatementArguments(values))
-            }
+        try append(batches: [], aggregates: aggregates)
+    }
+
+    private static func insert(_ aggregates: [StoredAggregate], _ db: Database) throws {
+        let stmt = try db.cachedStatement(sql: """
+            INSERT INTO aggregate (node, window, at, bpm_min, bpm_mean, bpm_max, heart_rate_samples, rmssd, sdnn,
+                rr_intervals, zone0, zone1, zone2, zone3, zone4, zone5, activity, steps, cadence,
+                batches_received, batches_expected, loss, latency_mean, latency_max)
+            VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+            """)
+        for a in aggregates {
+            let s = a.stats
+            let z = s.zoneSeconds + Array(repeating: 0, count: max(0, 6 - s.zoneSeconds.count))
+            let values: [(any DatabaseValueConvertible)?] = [
+                a.node, s.window.description, a.at, s.bpmMin, s.bpmMean, s.bpmMax, s.heartRateSamples, s.rmssd, s.sdnn,
+                s.rrIntervals, z[0], z[1], z[2], z[3], z[4], z[5], s.activity, s.steps, s.cadence,
+                s.batchesReceived, s.batchesExpected, s.lossRatio, s.latencyMean, s.latencyMax,
+            ]
+            try stmt.execute(arguments: StatementArguments(values))
         }
     }
 

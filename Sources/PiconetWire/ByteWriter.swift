@@ -12,6 +12,10 @@ public struct ByteWriter {
 
     public var count: Int { bytes.count }
 
+    /// Empties the buffer but keeps its storage: one writer reused for many encodings
+    /// (a hot loop then allocates nothing per message).
+    public mutating func removeAll() { bytes.removeAll(keepingCapacity: true) }
+
     public mutating func writeUInt8(_ v: UInt8) { bytes.append(v) }
 
     public mutating func writeUInt16(_ v: UInt16) {

@@ -151,6 +151,40 @@ func someAggregate(node: String, at: Int64) -> StoredAggregate {
         #expect(try store.batches(node: "n1").batches == Array(rows.prefix(stored)))
     }
 
+    /// A flush is one transaction for batches and aggregates together: when it fails nothing of
+    /// it is stored and everything stays queued; the flush that succeeds later stores each row
+    /// exactly once (no duplicate of a half-written flush, nothing lost that was reported written).
+    @Test func aFlushStoresBatchesAndAggregatesAllOrNone() throws {
+        let dir = try TempDir()
+        defer { dir.cleanup() }
+        let path = dir.file("flush.sqlite")
+        let recorder = HistoryRecorder(store: try HistoryStore(path: path, maximumPageCount: 40))
+        let rows = sampleBatches(count: 3000)
+        var failed: StoreError?
+        var flushes = 0
+        for chunk in stride(from: 0, to: rows.count, by: 100) {
+            for r in rows[chunk..<min(chunk + 100, rows.count)] { recorder.record(r) }
+            recorder.record(someAggregate(node: "n1", at: Int64(chunk)))
+            flushes += 1
+            if let e = recorder.flush() { failed = e; break }
+        }
+        let store = try #require(recorder.store)
+        #expect(failed == .diskFull(path: path), "40 pages cannot hold 3000 batches")
+        let counts = try store.counts()
+        // Every successful flush stored its 100 batches and its one aggregate; the failed one nothing.
+        #expect(counts.batches == (flushes - 1) * 100 && counts.aggregates == flushes - 1)
+        #expect(recorder.written == counts.batches + counts.aggregates)
+        #expect(recorder.pendingBatches.count == 100 && recorder.pendingAggregates.count == 1)
+        // The same rows, flushed into a store with room, are written once.
+        let roomy = HistoryRecorder(store: try HistoryStore(path: dir.file("roomy.sqlite")))
+        for r in recorder.pendingBatches { roomy.record(r) }
+        for a in recorder.pendingAggregates { roomy.record(a) }
+        #expect(roomy.flush() == nil)
+        #expect(roomy.flush() == nil, "an empty flush writes nothing")
+        #expect(try roomy.store?.counts().batches == 100 && roomy.store?.counts().aggregates == 1)
+        #expect(try roomy.store?.batches(node: "n1").batches == Array(recorder.pendingBatches))
+    }
+
     @Test func anUncleanCloseKeepsEveryCommit() throws {
         let dir = try TempDir()
         defer { dir.cleanup() }

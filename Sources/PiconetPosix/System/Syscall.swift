@@ -80,6 +80,7 @@ public final class SyscallMock: Sendable {
     private struct State {
         var calls: [Call] = []
         var failures: [String: [Int32]] = [:]
+        var batchLimits: [String: [Int]] = [:]
     }
 
     private let state = Mutex(State())
@@ -97,6 +98,21 @@ public final class SyscallMock: Sendable {
     /// Makes the next `times` calls of `name` fail with `errno` without running them.
     public func fail(_ name: String, errno: Errno, times: Int = 1) {
         state.withLock { $0.failures[name, default: []] += Array(repeating: errno.rawValue, count: times) }
+    }
+
+    /// Makes the next `times` calls of a batched syscall (`sendmmsg`, `recvmmsg`) run with at most
+    /// `limit` entries: a real partial send or receive, as the kernel may return on its own.
+    public func limitBatch(_ name: String, to limit: Int, times: Int = 1) {
+        state.withLock { $0.batchLimits[name, default: []] += Array(repeating: limit, count: times) }
+    }
+
+    func takeBatchLimit(_ name: String) -> Int? {
+        state.withLock { s in
+            guard var queue = s.batchLimits[name], !queue.isEmpty else { return nil }
+            let limit = queue.removeFirst()
+            s.batchLimits[name] = queue
+            return limit
+        }
     }
 
     /// Records one call; returns an errno to fail it with, or nil to run it.

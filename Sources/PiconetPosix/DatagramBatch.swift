@@ -1,0 +1,86 @@
+import CPiconetPosix
+import Glibc
+
+/// Fixed memory for one `recvmmsg` / `sendmmsg` batch, allocated once per endpoint and reused
+/// for every batch: `capacity` slots, each with a payload buffer of `slotSize` bytes, a
+/// `sockaddr_storage`, a control buffer (IP_PKTINFO), an `iovec` and an `mmsghdr` entry.
+///
+/// The payload area is one allocation of `capacity × slotSize` bytes that is never zeroed:
+/// the kernel maps its pages only when a datagram is written into them, so 32 slots of 64 KiB
+/// cost 2 MiB of address space but only the pages real datagrams touch (100-byte datagrams:
+/// one page per slot). Nothing here is `Sendable`: it belongs to its endpoint's loop.
+final class DatagramBatch {
+    let capacity: Int
+    let slotSize: Int
+    /// CMSG_SPACE(in_pktinfo) is 32 on 64-bit Linux; room for one more message the kernel may add.
+    static let controlSize = 64
+
+    private let payload: UnsafeMutableRawPointer
+    let names: UnsafeMutablePointer<sockaddr_storage>
+    private let control: UnsafeMutableRawPointer
+    private let iovecs: UnsafeMutablePointer<iovec>
+    let headers: UnsafeMutablePointer<piconet_mmsghdr>
+
+    init(capacity: Int, slotSize: Int) {
+        precondition(capacity > 0 && slotSize > 0, "DatagramBatch needs at least one slot of one byte")
+        self.capacity = capacity
+        self.slotSize = slotSize
+        payload = UnsafeMutableRawPointer.allocate(byteCount: capacity * slotSize, alignment: 16)
+        names = .allocate(capacity: capacity)
+        names.initialize(repeating: sockaddr_storage(), count: capacity)
+        control = UnsafeMutableRawPointer.allocate(byteCount: capacity * Self.controlSize, alignment: 16)
+        control.initializeMemory(as: UInt8.self, repeating: 0, count: capacity * Self.controlSize)
+        iovecs = .allocate(capacity: capacity)
+        headers = .allocate(capacity: capacity)
+        for i in 0..<capacity {
+            iovecs[i] = iovec(iov_base: payload + i * slotSize, iov_len: slotSize)
+            var h = piconet_mmsghdr()
+            h.msg_hdr.msg_iov = iovecs + i
+            h.msg_hdr.msg_iovlen = 1
+            headers[i] = h
+        }
+    }
+
+    deinit {
+        payload.deallocate()
+        names.deallocate()
+        control.deallocate()
+        iovecs.deallocate()
+        headers.deallocate()
+    }
+
+    /// The payload buffer of slot `i`.
+    func slot(_ i: Int) -> UnsafeMutableRawPointer { payload + i * slotSize }
+
+    /// The bytes the kernel wrote into slot `i` (after a receive), capped at the slot size.
+    func received(_ i: Int) -> UnsafeRawBufferPointer {
+        UnsafeRawBufferPointer(start: slot(i), count: min(Int(headers[i].msg_len), slotSize))
+    }
+
+    /// Re-arms the first `count` slots for `recvmmsg`: the kernel overwrote the lengths and flags.
+    func prepareForReceive(_ count: Int) {
+        for i in 0..<count {
+            iovecs[i].iov_len = slotSize
+            headers[i].msg_hdr.msg_name = UnsafeMutableRawPointer(names + i)
+            headers[i].msg_hdr.msg_namelen = socklen_t(MemoryLayout<sockaddr_storage>.size)
+            headers[i].msg_hdr.msg_control = control + i * Self.controlSize
+            headers[i].msg_hdr.msg_controllen = Self.controlSize
+            headers[i].msg_hdr.msg_flags = 0
+            headers[i].msg_len = 0
+        }
+    }
+
+    /// Fills slot `i` for `sendmmsg`: copies `bytes` (at most `slotSize`) and the destination.
+    func prepareForSend(_ i: Int, bytes: [UInt8], to address: SocketAddress) {
+        let n = min(bytes.count, slotSize)
+        bytes.withUnsafeBytes { if n > 0, let base = $0.baseAddress { slot(i).copyMemory(from: base, byteCount: n) } }
+        iovecs[i].iov_len = n
+        names[i] = address.storage
+        headers[i].msg_hdr.msg_name = UnsafeMutableRawPointer(names + i)
+        headers[i].msg_hdr.msg_namelen = address.length
+        headers[i].msg_hdr.msg_control = nil
+        headers[i].msg_hdr.msg_controllen = 0
+        headers[i].msg_hdr.msg_flags = 0
+        headers[i].msg_len = 0
+    }
+}
