@@ -273,6 +273,9 @@ public struct BluetoothBrowser {
 /// - reports come in through `received(_:)`.
 /// One timer at most: the browser's next loss deadline. Loop-bound: not `Sendable`.
 public final class BluetoothBrowserDriver {
+    /// What callbacks held by the loop or a socket capture instead of `self` (Embedded Swift has no `weak`).
+    private lazy var weakSelf = OwnerHandle(self)
+    deinit { weakSelf.sever() }
     public private(set) var browser: BluetoothBrowser
     private let loop: EventLoop
     private var lossTimer: (id: TimerID, at: Instant)?
@@ -316,8 +319,8 @@ public final class BluetoothBrowserDriver {
     /// The scan ended (kernel timeout, or it failed to start): start another after `restartDelay`.
     public func scanEnded() {
         guard isRunning, restartTimer == nil else { return }
-        restartTimer = loop.schedule(after: restartDelay) { [weak self] in
-            guard let self else { return }
+        restartTimer = loop.schedule(after: restartDelay) { [weakSelf] in
+            guard let self = weakSelf.owner else { return }
             self.restartTimer = nil
             guard self.isRunning else { return }
             self.scansStarted += 1
@@ -336,8 +339,8 @@ public final class BluetoothBrowserDriver {
         if let lossTimer { loop.cancel(lossTimer.id) }
         lossTimer = nil
         guard let next, isRunning else { return }
-        let id = loop.schedule(at: next) { [weak self] in
-            guard let self else { return }
+        let id = loop.schedule(at: next) { [weakSelf] in
+            guard let self = weakSelf.owner else { return }
             self.lossTimer = nil
             self.deliver(self.browser.timerFired(at: self.loop.now))
         }

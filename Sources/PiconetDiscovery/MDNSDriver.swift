@@ -17,6 +17,9 @@ extension MDNSBrowser: MDNSStateMachine {}
 /// single timer at the machine's `nextDeadline`, so an idle machine holds no
 /// timer at all and the loop sleeps. Loop-bound: not `Sendable`.
 public final class MDNSDriver<Machine: MDNSStateMachine> {
+    /// What callbacks held by the loop or a socket capture instead of `self` (Embedded Swift has no `weak`).
+    private lazy var weakSelf = OwnerHandle(self)
+    deinit { weakSelf.sever() }
     public private(set) var machine: Machine
     private let loop: EventLoop
     private var timer: (id: TimerID, at: Instant)?
@@ -59,8 +62,8 @@ public final class MDNSDriver<Machine: MDNSStateMachine> {
         }
         if let t = timer, t.at == next { return }
         cancel()
-        let id = loop.schedule(at: next) { [weak self] in
-            guard let self else { return }
+        let id = loop.schedule(at: next) { [weakSelf] in
+            guard let self = weakSelf.owner else { return }
             self.timer = nil
             self.deliver(self.machine.timerFired(at: self.loop.now))
         }

@@ -7,6 +7,9 @@ import PiconetLoop
 /// board has none and never wakes the loop. A line that fails is reported
 /// through `onFault` and counted; the other LEDs and the node carry on.
 public final class LightsDriver {
+    /// What callbacks held by the loop or a socket capture instead of `self` (Embedded Swift has no `weak`).
+    private lazy var weakSelf = OwnerHandle(self)
+    deinit { weakSelf.sever() }
     private let loop: EventLoop
     private let outputs: [LightRole: LineOutput]
     public private(set) var board: LightBoard
@@ -72,8 +75,8 @@ public final class LightsDriver {
     }
 
     private func rearm() {
-        timer.arm(at: board.nextDeadline) { [weak self] in
-            guard let self else { return }
+        timer.arm(at: board.nextDeadline) { [weakSelf] in
+            guard let self = weakSelf.owner else { return }
             self.run { $0.timerFired(at: self.loop.now) }
         }
     }
@@ -85,6 +88,9 @@ public final class LightsDriver {
 /// out of `onEvent`. A timer is armed only while a decision is pending (a bounce
 /// settling or a long press counting), so an untouched button costs nothing.
 public final class ButtonDriver {
+    /// What callbacks held by the loop or a socket capture instead of `self` (Embedded Swift has no `weak`).
+    private lazy var weakSelf = OwnerHandle(self)
+    deinit { weakSelf.sever() }
     private let loop: EventLoop
     public private(set) var debouncer: ButtonDebouncer
     private let onEvent: (ButtonEvent) -> Void
@@ -109,8 +115,8 @@ public final class ButtonDriver {
     public func cancel() { timer.disarm() }
 
     private func rearm() {
-        timer.arm(at: debouncer.nextDeadline) { [weak self] in
-            guard let self else { return }
+        timer.arm(at: debouncer.nextDeadline) { [weakSelf] in
+            guard let self = weakSelf.owner else { return }
             let events = self.debouncer.timerFired(at: self.loop.now)
             self.rearm()
             events.forEach(self.onEvent)
@@ -123,6 +129,9 @@ public final class ButtonDriver {
 /// Re-arming for the deadline already armed does nothing, so a machine that
 /// reports the same deadline after every input costs no timer churn.
 final class DeadlineTimer {
+    /// What callbacks held by the loop or a socket capture instead of `self` (Embedded Swift has no `weak`).
+    private lazy var weakSelf = OwnerHandle(self)
+    deinit { weakSelf.sever() }
     private let loop: EventLoop
     private var timer: TimerID?
     private var armedFor: Instant?
@@ -135,9 +144,9 @@ final class DeadlineTimer {
         disarm()
         guard let deadline else { return }
         armedFor = deadline
-        timer = loop.schedule(at: deadline) { [weak self] in
-            self?.timer = nil
-            self?.armedFor = nil
+        timer = loop.schedule(at: deadline) { [weakSelf] in
+            weakSelf.owner?.timer = nil
+            weakSelf.owner?.armedFor = nil
             body()
         }
     }

@@ -15,7 +15,7 @@
 //
 // Packet format (all little-endian): code(2) controller-index(2) parameter-length(2) parameters.
 import CBlueZ
-import Glibc
+import CPiconetPosix
 import PiconetLoop
 import PiconetWire
 

@@ -23,15 +23,22 @@ public protocol PeerSessionDelegate: AnyObject {
 ///     // later, once .invitationFinished(id, .accepted(peer)) arrived:
 ///     try session.send(Array("hi".utf8), to: [peer], mode: .reliable)
 public final class PeerSession {
+    /// What callbacks held by the loop or a socket capture instead of `self` (Embedded Swift has no `weak`).
+    private lazy var weakSelf = OwnerHandle(self)
+    deinit { weakSelf.sever() }
     public private(set) var machine: SessionMachine
     public let endpoint: DatagramEndpoint
     public let loop: EventLoop
+#if !hasFeature(Embedded)
+    // The two facades for applications in ordinary Swift. Embedded Swift (the node) has
+    // neither `weak` nor Concurrency's AsyncStream; the node uses `onEvent`.
     public weak var delegate: PeerSessionDelegate?
+    private var continuation: AsyncStream<SessionEvent>.Continuation?
+#endif
     /// Called for every event after the delegate (simple closures for scripts and tests).
     public var onEvent: ((SessionEvent) -> Void)?
     private var timer: TimerID?
     private var timerDeadline: Instant?
-    private var continuation: AsyncStream<SessionEvent>.Continuation?
     /// Datagrams the transport refused (would block or failed); counted, the reliable layer retransmits.
     public private(set) var transportRefusals = 0
 
@@ -39,15 +46,21 @@ public final class PeerSession {
     ///   cookie secrets). A running process passes the kernel's (`SecureRandom` from
     ///   PiconetPosix), never a seed from a flag or the clock: the instance and the first
     ///   link index reach any handshake partner.
-    public init<R: RandomNumberGenerator>(identity: PeerIdentity, configuration: SessionConfiguration,
-                                          endpoint: DatagramEndpoint, loop: EventLoop, random: inout R) {
+    public convenience init<R: RandomNumberGenerator>(identity: PeerIdentity, configuration: SessionConfiguration,
+                                                      endpoint: DatagramEndpoint, loop: EventLoop, random: inout R) {
         var config = configuration
         config.maximumDatagramSize = min(config.maximumDatagramSize, endpoint.maximumDatagramSize)
-        machine = SessionMachine(identity: identity, configuration: config, random: &random)
+        self.init(machine: SessionMachine(identity: identity, configuration: config, random: &random),
+                  endpoint: endpoint, loop: loop)
+    }
+
+    // Not generic: Embedded Swift allows generic initializers of a class only as convenience ones.
+    private init(machine: SessionMachine, endpoint: DatagramEndpoint, loop: EventLoop) {
+        self.machine = machine
         self.endpoint = endpoint
         self.loop = loop
-        endpoint.onDatagram = { [weak self] d in
-            guard let self else { return }
+        endpoint.onDatagram = { [weakSelf] d in
+            guard let self = weakSelf.owner else { return }
             self.perform(self.machine.received(d.bytes, from: d.source, at: self.loop.now,
                                                datagramLimit: self.endpoint.maximumDatagramSize(to: d.source)))
         }
@@ -124,15 +137,19 @@ public final class PeerSession {
         if let timer { loop.cancel(timer) }
         timer = nil
         endpoint.onDatagram = nil
+#if !hasFeature(Embedded)
         continuation?.finish()
+#endif
     }
 
+#if !hasFeature(Embedded)
     /// The async facade: every event, in order. One consumer; created on first use.
     public var events: AsyncStream<SessionEvent> {
         let (stream, cont) = AsyncStream<SessionEvent>.makeStream(bufferingPolicy: .bufferingNewest(4096))
         continuation = cont
         return stream
     }
+#endif
 
     private func perform(_ actions: [SessionAction]) {
         for a in actions {
@@ -144,9 +161,13 @@ public final class PeerSession {
                     transportRefusals += 1
                 }
             case let .event(e):
+#if !hasFeature(Embedded)
                 delegate?.session(self, didReceive: e)
+#endif
                 onEvent?(e)
+#if !hasFeature(Embedded)
                 continuation?.yield(e)
+#endif
             }
         }
         rearm()
@@ -159,8 +180,8 @@ public final class PeerSession {
         timer = nil
         timerDeadline = next
         guard let next else { return }
-        timer = loop.schedule(at: next) { [weak self] in
-            guard let self else { return }
+        timer = loop.schedule(at: next) { [weakSelf] in
+            guard let self = weakSelf.owner else { return }
             self.timer = nil
             self.timerDeadline = nil
             self.perform(self.machine.timerFired(at: self.loop.now))
@@ -171,6 +192,9 @@ public final class PeerSession {
 /// Lets a session run over a connected `MessageEndpoint` (TCP framed, L2CAP):
 /// the one remote address stands in for every destination.
 public final class MessageEndpointAdapter: DatagramEndpoint {
+    /// What callbacks held by the loop or a socket capture instead of `self` (Embedded Swift has no `weak`).
+    private lazy var weakSelf = OwnerHandle(self)
+    deinit { weakSelf.sever() }
     public let base: MessageEndpoint
     public var localAddress: EndpointAddress { base.remoteAddress }
     public var maximumDatagramSize: Int { base.maximumMessageSize }
@@ -182,8 +206,8 @@ public final class MessageEndpointAdapter: DatagramEndpoint {
 
     public init(_ base: MessageEndpoint) {
         self.base = base
-        base.onMessage = { [weak self] m in
-            guard let self else { return }
+        base.onMessage = { [weakSelf] m in
+            guard let self = weakSelf.owner else { return }
             self.onDatagram?(Datagram(bytes: m, source: self.base.remoteAddress))
         }
     }

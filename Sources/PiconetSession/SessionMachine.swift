@@ -336,7 +336,7 @@ public struct SessionMachine {
     public func state(of peer: PeerID) -> PeerState { reported[peer] ?? .notConnected }
 
     /// Peers currently connected (not lost).
-    public var connectedPeers: [PeerID] { reported.filter { $0.value == .connected }.map(\.key).sorted() }
+    public var connectedPeers: [PeerID] { reported.filter { $0.value == .connected }.map { $0.key }.sorted() }
 
     /// The short authentication string of the link that serves `peer`.
     public func verificationCode(for peer: PeerID) -> String? {
@@ -376,7 +376,7 @@ public struct SessionMachine {
     static func reliablePayload(_ datagram: Int) -> Int { max(1, datagram - sealedOverhead - DataFrame.reliableHeaderLength) }
 
     /// Links not yet in the session (the flood-bounded set).
-    public var halfOpenCount: Int { links.values.filter(\.isHalfOpen).count }
+    public var halfOpenCount: Int { links.values.filter { $0.isHalfOpen }.count }
     public var linkCount: Int { links.count }
 
     // MARK: Inputs
@@ -589,8 +589,9 @@ public struct SessionMachine {
             }
             guard l.phase == .handshaking, var noise = l.noise else { return } // a duplicate
             if l.address == address { _ = fitPath(&l) }
-            do {
-                let payload = try HandshakePayload(decoding: try noise.readMessage(f.body))
+            do throws(NoiseError) {
+                let plain = try noise.readMessage(f.body)
+                guard let payload = try? HandshakePayload(decoding: plain) else { throw .decryptionFailed }
                 guard let rs = noise.remoteStaticKey else { throw NoiseError.outOfOrder }
                 try completeHandshake(&l, noise: noise, remoteStatic: rs, payload: payload)
                 l.phase = .awaitingInvitation
@@ -762,10 +763,8 @@ public struct SessionMachine {
             handshakeTokens -= 1
         }
         var noise = NoiseHandshake(initiator: false, staticKey: identity.keyPair, prologue: SessionMachine.prologue)
-        let remote: HandshakePayload
-        do {
-            remote = try HandshakePayload(decoding: try noise.readMessage(message))
-        } catch {
+        // Two error types (NoiseError, WireError): try? each, no `any Error` (Embedded Swift).
+        guard let plain = try? noise.readMessage(message), let remote = try? HandshakePayload(decoding: plain) else {
             statistics.handshakeFailures += 1
             return
         }
@@ -797,10 +796,7 @@ public struct SessionMachine {
 
     mutating func handleResponse(_ f: HandshakeFrame, link l: inout Link, now: Instant) {
         guard var noise = l.noise else { return }
-        let payload: HandshakePayload
-        do {
-            payload = try HandshakePayload(decoding: try noise.readMessage(f.body))
-        } catch {
+        guard let plain = try? noise.readMessage(f.body), let payload = try? HandshakePayload(decoding: plain) else {
             statistics.handshakeFailures += 1
             return
         }

@@ -78,7 +78,7 @@ struct NodeSettings {
         }
         let profileName = try c.string("profile") ?? file?.string("profile") ?? "workout"
         guard let p = WearableProfile.named(profileName) else {
-            throw Invalid(description: "unknown profile '\(profileName)'; choose one of \(WearableProfile.all.map(\.name).joined(separator: ", "))")
+            throw Invalid(description: "unknown profile '\(profileName)'; choose one of \(WearableProfile.all.map { $0.name }.joined(separator: ", "))")
         }
         s.profile = p
         let acceptText = try c.string("accept") ?? file?.string("accept") ?? ((try file?.strings("allow-list")).map { $0.joined(separator: ",") }) ?? "ask"

@@ -49,7 +49,7 @@ enum NodeCommand {
             .value("accept", "policy", help: "Consent policy: ask (the default: trusted keys, else the button), tofu, all, none, or a comma-separated list of hub peer IDs."),
             .value("encryption", "mode", help: "Encryption preference: required, optional or none."),
             .value("profile", "profile",
-                   help: "Simulated wearable profile: \(WearableProfile.all.map(\.name).joined(separator: ", "))."),
+                   help: "Simulated wearable profile: \(WearableProfile.all.map { $0.name }.joined(separator: ", "))."),
             .value("seed", "n", help: "Seed of the simulated wearable (same seed, same samples)."),
             .value("motion-hz", "hz", help: "Motion sample rate in Hz (1-200)."),
             .value("board", "id", help: "Board profile id from Boards/ (LEDs and button); 'none' for no GPIO."),
@@ -122,4 +122,4 @@ enum NodeCommand {
     }
 }
 
-CurrentProcess.exit(NodeCommand.main(Array(CommandLine.arguments.dropFirst())))
+CurrentProcess.exit(NodeCommand.main(Array(CurrentProcess.arguments.dropFirst())))
