@@ -171,6 +171,9 @@ if Context.environment["PICONET_EMBEDDED"] == "1" {
     // aarch64 board build passes its own). Unicode tables: String comparison/normalization.
     let embeddedLib = Context.environment["PICONET_EMBEDDED_LIB"]
         ?? "/opt/swift/usr/lib/swift/embedded/x86_64-unknown-linux-gnu"
+    // libsodium and libgpiod linked statically from the -dev packages' archives (the board
+    // needs neither installed); the aarch64 build points this at its sysroot.
+    let cLibraries = Context.environment["PICONET_EMBEDDED_CLIBS"] ?? "/usr/lib/x86_64-linux-gnu"
     package.dependencies = []
     package.products = [.executable(name: "piconet-node", targets: ["piconet-node"])]
     package.targets = package.targets.filter { nodeGraph.contains($0.name) }
@@ -184,7 +187,9 @@ if Context.environment["PICONET_EMBEDDED"] == "1" {
     for target in package.targets where target.type == .executable {
         target.linkerSettings = (target.linkerSettings ?? []) + [
             .linkedLibrary("m"),
-            .unsafeFlags(["\(embeddedLib)/libswiftUnicodeDataTables.a"]),
+            .unsafeFlags(["\(embeddedLib)/libswiftUnicodeDataTables.a",
+                          "\(cLibraries)/libsodium.a", "\(cLibraries)/libgpiod.a",
+                          "-Xlinker", "--gc-sections"]),
         ]
     }
 }
