@@ -181,7 +181,9 @@ if Context.environment["PICONET_EMBEDDED"] == "1" {
         target.swiftSettings = (target.swiftSettings ?? []) + [
             .enableExperimentalFeature("Embedded"),
             .enableExperimentalFeature("Extern"),
-            .unsafeFlags(["-wmo"]),
+            // One section per function: the link's --gc-sections then drops what the node never
+            // calls (the libraries' hub- and CLI-only code), which Embedded's specialization multiplies.
+            .unsafeFlags(["-wmo", "-Xfrontend", "-function-sections"]),
         ]
     }
     for target in package.targets where target.type == .executable {
