@@ -11,7 +11,14 @@
 //   base:         PiconetWire  PiconetLoop              (pure: bytes, time, loop API)
 //                 (PiconetWire uses PiconetLoop's address types: mgmt packets name peers)
 //   OS edge:      PiconetPosix (epoll, sockets, syscalls)  PiconetLights (libgpiod)
-//                 CBlueZ  CGPIOD  CSodium               (C headers)
+//                 CBlueZ  CGPIOD  CSodium  CMath        (C headers)
+//
+// Two modes from one source (as smoltcp builds with and without `std`):
+// - ordinary Swift (the default): every target, tests, hub, CLI;
+// - PICONET_EMBEDDED=1: only piconet-node's module graph, in Embedded Swift
+//   (no Swift runtime, no reflection metadata, whole-module), linked against libc and libm.
+//   Use its own scratch folder: `PICONET_EMBEDDED=1 swift build -c release
+//   --product piconet-node --scratch-path .build-embedded` (scripts/build-release does).
 import PackageDescription
 
 let swift6: [SwiftSetting] = [.swiftLanguageMode(.v6)]
@@ -47,7 +54,6 @@ let package = Package(
     dependencies: [
         .package(url: "https://github.com/apple/swift-argument-parser.git", from: "1.8.2"),
         .package(url: "https://github.com/groue/GRDB.swift.git", from: "7.10.0"),
-        .package(url: "https://github.com/apple/swift-numerics.git", from: "1.1.1"),
         .package(url: "https://github.com/hummingbird-project/hummingbird.git", from: "2.28.1"),
         .package(url: "https://github.com/swift-server/swift-prometheus.git", from: "2.4.1"),
         .package(url: "https://github.com/apple/swift-log.git", from: "1.16.2"),
@@ -61,13 +67,16 @@ let package = Package(
         // Noise's X25519, ChaCha20-Poly1305, SHA-256/HMAC: a C library the Embedded node can link.
         .systemLibrary(name: "CSodium", path: "Sources/CSodium",
                        providers: [.apt(["libsodium-dev"])]),
+        // libm's sin/cos/log for the simulated wearable (pure: no I/O), in both modes.
+        .systemLibrary(name: "CMath", path: "Sources/CMath"),
 
         // Base (pure).
         .target(name: "PiconetWire", dependencies: ["PiconetLoop"], swiftSettings: swift6),
         .target(name: "PiconetLoop", swiftSettings: swift6),
 
         // OS edge.
-        // Linux headers Glibc does not cover (epoll, eventfd, timerfd, signalfd) + CMSG helpers.
+        // libc and the Linux headers Glibc does not cover (epoll, eventfd, timerfd, signalfd),
+        // errno and CMSG helpers: the OS edge's one libc import in both modes (no Glibc in Embedded).
         .systemLibrary(name: "CPiconetPosix", path: "Sources/CPiconetPosix"),
         .target(name: "PiconetPosix", dependencies: ["PiconetLoop", "PiconetWire", "CBlueZ", "CPiconetPosix"],
                 swiftSettings: swift6),
@@ -79,7 +88,7 @@ let package = Package(
         .executableTarget(name: "piconet-l2cap-session", dependencies: ["PiconetRuntime"], swiftSettings: swift6),
         // LED patterns and button logic (pure state machines), carried out by PiconetLights.
         .target(name: "PiconetIndicators", dependencies: ["PiconetLoop"], swiftSettings: swift6),
-        .target(name: "PiconetLights", dependencies: ["PiconetLoop", "PiconetIndicators", "CGPIOD"], swiftSettings: swift6),
+        .target(name: "PiconetLights", dependencies: ["PiconetLoop", "PiconetIndicators", "CGPIOD", "CPiconetPosix"], swiftSettings: swift6),
 
         // Peer core (pure).
         .target(name: "PiconetDiscovery", dependencies: ["PiconetWire", "PiconetLoop"], swiftSettings: swift6),
@@ -89,7 +98,7 @@ let package = Package(
 
         // Features (pure).
         .target(name: "PiconetSensors",
-                dependencies: ["PiconetWire", "PiconetLoop", .product(name: "RealModule", package: "swift-numerics")],
+                dependencies: ["PiconetWire", "PiconetLoop", "CMath"],
                 swiftSettings: swift6),
         .target(name: "PiconetHub", dependencies: ["PiconetSensors", "PiconetWire", "PiconetLoop", "PiconetDiscovery", "PiconetSession"],
                 swiftSettings: swift6),
@@ -154,3 +163,42 @@ let package = Package(
         .testTarget(name: "PiconetRuntimeTests", dependencies: ["PiconetRuntime"], swiftSettings: swift6),
     ]
 )
+
+// MARK: - Embedded mode (PICONET_EMBEDDED=1): the node's graph only.
+
+/// The targets piconet-node links; each must build in the Embedded Swift subset.
+let nodeGraph: Set<String> = [
+    "CBlueZ", "CGPIOD", "CSodium", "CMath", "CPiconetPosix",
+    "PiconetWire", "PiconetLoop", "PiconetPosix", "PiconetIndicators", "PiconetLights",
+    "PiconetDiscovery", "PiconetSession", "PiconetSensors", "PiconetRuntime", "piconet-node",
+]
+
+if Context.environment["PICONET_EMBEDDED"] == "1" {
+    // The toolchain's Embedded standard library for the target (x86_64 by default; the
+    // aarch64 board build passes its own). Unicode tables: String comparison/normalization.
+    let embeddedLib = Context.environment["PICONET_EMBEDDED_LIB"]
+        ?? "/opt/swift/usr/lib/swift/embedded/x86_64-unknown-linux-gnu"
+    // libsodium and libgpiod linked statically from the -dev packages' archives (the board
+    // needs neither installed); the aarch64 build points this at its sysroot.
+    let cLibraries = Context.environment["PICONET_EMBEDDED_CLIBS"] ?? "/usr/lib/x86_64-linux-gnu"
+    package.dependencies = []
+    package.products = [.executable(name: "piconet-node", targets: ["piconet-node"])]
+    package.targets = package.targets.filter { nodeGraph.contains($0.name) }
+    for target in package.targets where target.type != .system {
+        target.swiftSettings = (target.swiftSettings ?? []) + [
+            .enableExperimentalFeature("Embedded"),
+            .enableExperimentalFeature("Extern"),
+            // One section per function: the link's --gc-sections then drops what the node never
+            // calls (the libraries' hub- and CLI-only code), which Embedded's specialization multiplies.
+            .unsafeFlags(["-wmo", "-Xfrontend", "-function-sections"]),
+        ]
+    }
+    for target in package.targets where target.type == .executable {
+        target.linkerSettings = (target.linkerSettings ?? []) + [
+            .linkedLibrary("m"),
+            .unsafeFlags(["\(embeddedLib)/libswiftUnicodeDataTables.a",
+                          "\(cLibraries)/libsodium.a", "\(cLibraries)/libgpiod.a",
+                          "-Xlinker", "--gc-sections"]),
+        ]
+    }
+}

@@ -1,8 +1,29 @@
-// Linux headers Swift's Glibc module does not cover (epoll, eventfd, timerfd, signalfd),
-// and inline helpers for the CMSG_* macros, which Swift cannot import.
-// Only PiconetPosix imports this.
+// The OS edge's one door to libc and the kernel, in both build modes: the C library headers
+// PiconetPosix (and PiconetLights' libgpiod file) use, the Linux headers Swift's Glibc module
+// does not cover (epoll, eventfd, timerfd, signalfd, netlink), and inline helpers for macros
+// Swift cannot import (errno, CMSG_*). Embedded Swift (the node) has no Glibc module at all,
+// so nothing in the node imports Glibc: ordinary Swift uses this same module.
+// Only PiconetPosix and PiconetLights/GPIOChip.swift import this.
 #ifndef PICONET_POSIX_SHIM_H
 #define PICONET_POSIX_SHIM_H
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <dirent.h>
+#include <poll.h>
+#include <sys/ioctl.h>
+#include <sys/stat.h>
+#include <sys/types.h>
+#include <sys/uio.h>
+#include <sys/wait.h>
+#include <sys/utsname.h>
+#include <arpa/inet.h>
+#include <pthread.h>
+#include <sched.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
 #include <sys/timerfd.h>
@@ -42,6 +63,27 @@ static const int piconet_sock_seqpacket = SOCK_SEQPACKET;
 static const int piconet_sock_raw = SOCK_RAW;
 static const int piconet_sock_nonblock = SOCK_NONBLOCK;
 static const int piconet_sock_cloexec = SOCK_CLOEXEC;
+
+// The process environment (posix_spawn passes it on); unistd.h declares it only with _GNU_SOURCE.
+extern char **environ;
+static inline char **piconet_environment(void) { return environ; }
+
+// signal(sig, SIG_DFL): SIG_DFL and SIG_ERR are casts of integers to function pointers,
+// which Swift cannot import. Returns 0, or -1 with errno set.
+static inline int piconet_signal_default(int sig) { return signal(sig, SIG_DFL) == SIG_ERR ? -1 : 0; }
+
+// errno is a macro (a thread-local lvalue): Swift sees it through these two.
+static inline int piconet_errno(void) { return errno; }
+static inline void piconet_set_errno(int value) { errno = value; }
+
+// open(2), ioctl(2) and fcntl(2) are variadic in C, which Swift cannot call; Glibc's overlay
+// wrapped them for ordinary Swift only. One fixed signature each, for both modes.
+static inline int piconet_open(const char *path, int flags, mode_t mode) { return open(path, flags, mode); }
+static inline int piconet_ioctl(int fd, unsigned long request, void *arg) { return ioctl(fd, request, arg); }
+static inline int piconet_set_nonblocking(int fd) {
+    int flags = fcntl(fd, F_GETFL);
+    return flags < 0 ? -1 : fcntl(fd, F_SETFL, flags | O_NONBLOCK);
+}
 
 static inline struct cmsghdr *piconet_cmsg_firsthdr(struct msghdr *m) { return CMSG_FIRSTHDR(m); }
 static inline struct cmsghdr *piconet_cmsg_nxthdr(struct msghdr *m, struct cmsghdr *c) { return CMSG_NXTHDR(m, c); }

@@ -273,6 +273,9 @@ public struct BluetoothBrowser {
 /// - reports come in through `received(_:)`.
 /// One timer at most: the browser's next loss deadline. Loop-bound: not `Sendable`.
 public final class BluetoothBrowserDriver {
+    /// What callbacks held by the loop or a socket capture instead of `self` (Embedded Swift has no `weak`).
+    private lazy var weakSelf = OwnerHandle(self)
+    deinit { weakSelf.sever() }
     public private(set) var browser: BluetoothBrowser
     private let loop: EventLoop
     private let lossTimer: MachineTimer
@@ -290,8 +293,8 @@ public final class BluetoothBrowserDriver {
         self.browser = browser
         self.startScan = startScan
         self.onEvent = onEvent
-        lossTimer.onFire = { [weak self] in
-            guard let self else { return }
+        lossTimer.onFire = { [weakSelf] in
+            guard let self = weakSelf.owner else { return }
             self.deliver(self.browser.timerFired(at: self.loop.now))
         }
     }
@@ -320,8 +323,8 @@ public final class BluetoothBrowserDriver {
     /// The scan ended (kernel timeout, or it failed to start): start another after `restartDelay`.
     public func scanEnded() {
         guard isRunning, restartTimer == nil else { return }
-        restartTimer = loop.schedule(after: restartDelay) { [weak self] in
-            guard let self else { return }
+        restartTimer = loop.schedule(after: restartDelay) { [weakSelf] in
+            guard let self = weakSelf.owner else { return }
             self.restartTimer = nil
             guard self.isRunning else { return }
             self.scansStarted += 1

@@ -22,7 +22,7 @@ public struct DiscoveredService: Equatable, Sendable, CustomStringConvertible {
     }
 
     public var description: String {
-        "\(name) (\(service)) at \(host):\(port) \(addresses.map(\.description).joined(separator: ",")) [\(info)]"
+        "\(name) (\(service)) at \(host):\(port) \(addresses.map { $0.description }.joined(separator: ",")) [\(info)]"
     }
 }
 
@@ -436,7 +436,7 @@ public struct MDNSBrowser {
         if let mine = lastQuery, mine == m { return }  // our own query looped back
         guard m.questions.contains(where: { $0.name == domain && $0.type == .ptr && !$0.unicastResponse }),
               let q = queryAt, q > now else { return }
-        let ours = cache.values.filter { $0.record.name == domain && $0.record.type == .ptr }.map(\.record)
+        let ours = cache.values.filter { $0.record.name == domain && $0.record.type == .ptr }.map { $0.record }
         guard ours.allSatisfy({ r in m.answers.contains { $0.isSameRecord(as: r) } }) else { return }
         stats.duplicateQueriesSuppressed += 1
         queryAt = q + queryInterval

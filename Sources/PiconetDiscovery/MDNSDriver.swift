@@ -17,6 +17,9 @@ extension MDNSBrowser: MDNSStateMachine {}
 /// single timer at the machine's `nextDeadline`, so an idle machine holds no
 /// timer at all and the loop sleeps. Loop-bound: not `Sendable`.
 public final class MDNSDriver<Machine: MDNSStateMachine> {
+    /// What callbacks held by the loop or a socket capture instead of `self` (Embedded Swift has no `weak`).
+    private lazy var weakSelf = OwnerHandle(self)
+    deinit { weakSelf.sever() }
     public private(set) var machine: Machine
     private let loop: EventLoop
     private let timer: MachineTimer
@@ -28,8 +31,8 @@ public final class MDNSDriver<Machine: MDNSStateMachine> {
         timer = MachineTimer(loop: loop)
         self.machine = machine
         self.onActions = onActions
-        timer.onFire = { [weak self] in
-            guard let self else { return }
+        timer.onFire = { [weakSelf] in
+            guard let self = weakSelf.owner else { return }
             self.deliver(self.machine.timerFired(at: self.loop.now))
         }
     }

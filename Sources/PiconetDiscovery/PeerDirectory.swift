@@ -17,7 +17,7 @@ public enum PeerRoute: Equatable, Sendable, CustomStringConvertible {
 
     public var description: String {
         switch self {
-        case let .wifi(s): return "wifi \(s.addresses.map(\.description).joined(separator: ",")) port \(s.port)"
+        case let .wifi(s): return "wifi \(s.addresses.map { $0.description }.joined(separator: ",")) port \(s.port)"
         case let .bluetooth(p):
             return "bluetooth \(BluetoothPeer.addressText(p.address)) psm \(p.psm)" + (p.rssi.map { " rssi \($0) dBm" } ?? "")
         }
@@ -64,7 +64,7 @@ public struct DiscoveredPeer: Equatable, Sendable, CustomStringConvertible {
     }
 
     public var description: String {
-        "\"\(name)\" \(service)\(peerID.map { " peer \($0)" } ?? "") routes: \(routes.map(\.description).joined(separator: "; "))"
+        "\"\(name)\" \(service)\(peerID.map { " peer \($0)" } ?? "") routes: \(routes.map { $0.description }.joined(separator: "; "))"
     }
 
     /// Whether `peer` goes by `name`: its Wi-Fi instance name, or its LE name (a shortened LE

@@ -5,7 +5,7 @@
 // Chips are found by LABEL, never by number: the Pi 5's RP1 chip moved from
 // gpiochip4 to gpiochip0 between kernels, the label stayed "pinctrl-rp1".
 import CGPIOD
-import Glibc
+import CPiconetPosix
 import PiconetIndicators
 
 /// What one GPIO chip on this machine is.
@@ -54,7 +54,7 @@ public final class GPIOChip {
     /// Every chip that can be opened, and the paths that could not be (with errno).
     public static func survey() -> (chips: [GPIOChipInfo], unopenable: [(path: String, errno: Int32)]) {
         var chips: [GPIOChipInfo] = []
-        var bad: [(String, Int32)] = []
+        var bad: [(path: String, errno: Int32)] = []
         for path in devicePaths() {
             do throws(LightsError) {
                 let c = try GPIOChip(path: path)
@@ -100,7 +100,7 @@ public final class GPIOChip {
 
     private static func open(_ path: String) throws(LightsError) -> (OpaquePointer, GPIOChipInfo) {
         guard let h = piconet_chip_open(path) else {
-            let e = errno
+            let e = piconet_errno()
             if e == EACCES || e == EPERM { throw .permissionDenied(path: path) }
             throw .system(operation: "open \(path)", errno: e, message: GPIOChip.text(e))
         }
@@ -116,7 +116,7 @@ public final class GPIOChip {
         var used: CInt = 0
         var buf = [CChar](repeating: 0, count: 64)
         if piconet_chip_line_info(handle, UInt32(line), &used, &buf, buf.count) < 0 {
-            let e = errno
+            let e = piconet_errno()
             throw .system(operation: "line info \(line) of \(info.path)", errno: e, message: GPIOChip.text(e))
         }
         let consumer = String(decoding: buf.prefix(while: { $0 != 0 }).map { UInt8(bitPattern: $0) }, as: UTF8.self)
@@ -139,7 +139,7 @@ public final class GPIOChip {
         let h = try request(line: line, mode: PICONET_GPIO_INPUT_EDGES, activeLow: activeLow, bias: b)
         let fd = piconet_line_event_fd(h)
         // Non-blocking, so draining the edge events stops at EAGAIN instead of blocking the loop.
-        if fd >= 0 { _ = fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK) }
+        if fd >= 0 { _ = piconet_set_nonblocking(fd) }
         return GPIOButtonLine(chip: self, handle: h, line: line, eventDescriptor: fd)
     }
 
@@ -152,7 +152,7 @@ public final class GPIOChip {
     private func request(line: Int, mode: CInt, activeLow: Bool, bias: CInt) throws(LightsError) -> LineHandle {
         try checkRange(line)
         guard let h = piconet_line_request(handle, UInt32(line), mode, activeLow ? 1 : 0, bias, 0, GPIOChip.consumer) else {
-            let e = errno
+            let e = piconet_errno()
             if e == EBUSY {
                 let holder = (try? lineUsage(line))?.consumer ?? ""
                 throw .lineBusy(chip: info.description, line: line, consumer: holder)
@@ -198,7 +198,7 @@ public final class GPIOOutputLine: LineOutput {
             throw .system(operation: "set line \(line) of \(chip.info.description)", errno: EBADF, message: "line released")
         }
         if piconet_line_set(handle, lit ? 1 : 0) < 0 {
-            let e = errno
+            let e = piconet_errno()
             throw .system(operation: "set line \(line) of \(chip.info.description)", errno: e, message: GPIOChip.text(e))
         }
     }
@@ -237,7 +237,7 @@ public final class GPIOButtonLine {
     public func isPressed() throws(LightsError) -> Bool {
         guard let handle else { throw .system(operation: "read line \(line)", errno: EBADF, message: "line released") }
         let v = piconet_line_get(handle)
-        if v < 0 { let e = errno; throw .system(operation: "read line \(line)", errno: e, message: GPIOChip.text(e)) }
+        if v < 0 { let e = piconet_errno(); throw .system(operation: "read line \(line)", errno: e, message: GPIOChip.text(e)) }
         return v == 1
     }
 
@@ -249,7 +249,7 @@ public final class GPIOButtonLine {
             var rising: CInt = 0
             var ns: UInt64 = 0
             if piconet_line_read_event(handle, &rising, &ns) < 0 {
-                let e = errno
+                let e = piconet_errno()
                 if e == EAGAIN || e == EWOULDBLOCK || e == EINTR { break }
                 throw .system(operation: "read edge of line \(line)", errno: e, message: GPIOChip.text(e))
             }

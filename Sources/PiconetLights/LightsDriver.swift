@@ -7,6 +7,9 @@ import PiconetLoop
 /// board has none and never wakes the loop. A line that fails is reported
 /// through `onFault` and counted; the other LEDs and the node carry on.
 public final class LightsDriver {
+    /// What callbacks held by the loop or a socket capture instead of `self` (Embedded Swift has no `weak`).
+    private lazy var weakSelf = OwnerHandle(self)
+    deinit { weakSelf.sever() }
     private let loop: EventLoop
     private let outputs: [LightRole: LineOutput]
     public private(set) var board: LightBoard
@@ -27,8 +30,8 @@ public final class LightsDriver {
         self.outputs = outputs
         timer = MachineTimer(loop: loop)
         board = LightBoard(roles: LightRole.allCases.filter { outputs[$0] != nil }, at: loop.now)
-        timer.onFire = { [weak self] in
-            guard let self else { return }
+        timer.onFire = { [weakSelf] in
+            guard let self = weakSelf.owner else { return }
             self.run { $0.timerFired(at: self.loop.now) }
         }
     }
@@ -84,6 +87,9 @@ public final class LightsDriver {
 /// out of `onEvent`. A timer is armed only while a decision is pending (a bounce
 /// settling or a long press counting), so an untouched button costs nothing.
 public final class ButtonDriver {
+    /// What callbacks held by the loop or a socket capture instead of `self` (Embedded Swift has no `weak`).
+    private lazy var weakSelf = OwnerHandle(self)
+    deinit { weakSelf.sever() }
     private let loop: EventLoop
     public private(set) var debouncer: ButtonDebouncer
     private let onEvent: (ButtonEvent) -> Void
@@ -95,8 +101,8 @@ public final class ButtonDriver {
         self.debouncer = debouncer
         self.onEvent = onEvent
         timer = MachineTimer(loop: loop)
-        timer.onFire = { [weak self] in
-            guard let self else { return }
+        timer.onFire = { [weakSelf] in
+            guard let self = weakSelf.owner else { return }
             let events = self.debouncer.timerFired(at: self.loop.now)
             self.rearm()
             events.forEach(self.onEvent)

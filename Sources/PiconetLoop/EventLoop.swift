@@ -43,18 +43,25 @@ public struct TimerID: Hashable, Sendable {
     public init(rawValue: UInt64) { self.rawValue = rawValue }
 }
 
-/// A repeating timer; `cancel()` stops it. Holds its loop weakly.
+/// A repeating timer; `cancel()` stops it, and so does dropping the last reference to it.
+/// Holds its loop (a loop does not hold its timers' handles, so no cycle).
 public final class RepeatingTimer {
-    private weak var loop: EventLoop?
+    private let loop: EventLoop
     private var current: TimerID?
     private var cancelled = false
+    private lazy var weakSelf = OwnerHandle(self)
 
     init(loop: EventLoop) { self.loop = loop }
 
+    deinit {
+        weakSelf.sever()
+        if let current { loop.cancel(current) }
+    }
+
     func arm(at deadline: Instant, interval: Duration, body: @escaping () -> Void) {
-        guard !cancelled, let loop else { return }
-        current = loop.schedule(at: deadline) { [weak self] in
-            guard let self, !self.cancelled else { return }
+        guard !cancelled else { return }
+        current = loop.schedule(at: deadline) { [weakSelf] in
+            guard let self = weakSelf.owner, !self.cancelled else { return }
             body()
             // `body` may have cancelled us.
             self.arm(at: deadline + interval, interval: interval, body: body)
@@ -63,7 +70,7 @@ public final class RepeatingTimer {
 
     public func cancel() {
         cancelled = true
-        if let current { loop?.cancel(current) }
+        if let current { loop.cancel(current) }
         current = nil
     }
 }

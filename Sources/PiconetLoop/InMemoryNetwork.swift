@@ -57,6 +57,10 @@ public final class InMemoryNetwork {
     public var recordsTrace = false
     public private(set) var trace: [TraceEvent] = []
     public private(set) var stats = Stats()
+    /// What the endpoints and in-flight packets hold instead of the network itself.
+    private lazy var handle = OwnerHandle(self)
+
+    deinit { handle.sever() }
 
     public struct Stats: Equatable, Sendable {
         public var sent = 0, dropped = 0, duplicated = 0, corrupted = 0, delivered = 0, unroutable = 0
@@ -88,7 +92,7 @@ public final class InMemoryNetwork {
     /// Creates an endpoint at `address`. Throws `.addressInUse` if taken.
     public func bind(_ address: EndpointAddress, maximumDatagramSize: Int = 1472) throws(TransportError) -> InMemoryEndpoint {
         guard endpoints[address] == nil else { throw .addressInUse }
-        let e = InMemoryEndpoint(network: self, address: address, maximumDatagramSize: maximumDatagramSize)
+        let e = InMemoryEndpoint(network: handle, address: address, maximumDatagramSize: maximumDatagramSize)
         endpoints[address] = e
         return e
     }
@@ -126,7 +130,7 @@ public final class InMemoryNetwork {
             if plan.jitter > .zero { d += .nanoseconds(Int64(rng.unit() * Double(plan.jitter.nanoseconds))) }
             if rng.chance(plan.reorder) { d += .nanoseconds(Int64(rng.unit() * Double(plan.reorderWindow.nanoseconds))) }
             let packet = payload
-            loop.schedule(after: d) { [weak self] in self?.deliver(packet, from: from, to: to) }
+            loop.schedule(after: d) { [handle] in handle.owner?.deliver(packet, from: from, to: to) }
         }
     }
 
@@ -147,15 +151,16 @@ public final class InMemoryNetwork {
 
 /// A datagram endpoint on an `InMemoryNetwork`.
 public final class InMemoryEndpoint: DatagramEndpoint {
-    private weak var network: InMemoryNetwork?
+    private let networkHandle: OwnerHandle<InMemoryNetwork>
+    private var network: InMemoryNetwork? { networkHandle.owner }
     public let localAddress: EndpointAddress
     public let maximumDatagramSize: Int
     public var onDatagram: ((Datagram) -> Void)?
     public var onWritable: (() -> Void)?
     public private(set) var isClosed = false
 
-    init(network: InMemoryNetwork, address: EndpointAddress, maximumDatagramSize: Int) {
-        self.network = network
+    init(network: OwnerHandle<InMemoryNetwork>, address: EndpointAddress, maximumDatagramSize: Int) {
+        networkHandle = network
         localAddress = address
         self.maximumDatagramSize = maximumDatagramSize
     }

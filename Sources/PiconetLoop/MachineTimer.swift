@@ -13,6 +13,13 @@
 /// The machine itself stays with its driver (each has its own action type and
 /// ownership); this is the part all of them shared. Loop-bound: not `Sendable`.
 public final class MachineTimer {
+    /// What the loop's timer captures instead of `self` (Embedded Swift has no `weak`).
+    private lazy var handle = OwnerHandle(self)
+    /// A dropped MachineTimer leaves nothing armed on the loop.
+    deinit {
+        handle.sever()
+        if let timer { loop.cancel(timer) }
+    }
     private let loop: EventLoop
     private var timer: TimerID?
     /// The deadline the timer is armed for; nil when none is.
@@ -20,7 +27,8 @@ public final class MachineTimer {
     /// How many loop timers were scheduled: what "re-arm only on change" keeps low.
     public private(set) var armed = 0
 
-    /// Runs when the armed deadline is due (capture the driver weakly: the loop holds it).
+    /// Runs when the armed deadline is due (capture the driver through its `OwnerHandle`:
+    /// the timer lives as long as the driver).
     public var onFire: () -> Void = {}
 
     public init(loop: EventLoop) { self.loop = loop }
@@ -33,8 +41,8 @@ public final class MachineTimer {
         guard let deadline else { return }
         self.deadline = deadline
         armed += 1
-        timer = loop.schedule(at: deadline) { [weak self] in
-            guard let self else { return }
+        timer = loop.schedule(at: deadline) { [handle] in
+            guard let self = handle.owner else { return }
             self.timer = nil
             self.deadline = nil
             self.onFire()

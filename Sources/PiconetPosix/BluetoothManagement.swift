@@ -16,7 +16,7 @@
 // The packets themselves (header, commands, events, errors) are wire values in PiconetWire
 // (ManagementPackets.swift); this file keeps only the socket.
 import CBlueZ
-import Glibc
+import CPiconetPosix
 import PiconetLoop
 import PiconetWire
 

@@ -9,6 +9,16 @@ public enum CurrentProcess {
     /// An environment variable's value, nil when unset. The corresponding C function is `getenv`.
     public static func environment(_ name: String) -> String? { Sys.environmentValue(name) }
 
+    /// The command line, program name first, as the kernel keeps it (`/proc/self/cmdline`:
+    /// NUL-terminated strings). Embedded Swift (the node) has no `CommandLine`; both modes
+    /// read it here. Empty if it cannot be read (no /proc).
+    public static var arguments: [String] {
+        guard let bytes = try? FileSystem.read("/proc/self/cmdline", limit: 4 << 20) else { return [] }
+        var out = bytes.split(separator: 0, omittingEmptySubsequences: false).map { String(decoding: $0, as: UTF8.self) }
+        if bytes.last == 0 { out.removeLast() }  // the terminator of the last argument
+        return out
+    }
+
     /// The machine's host name, nil when it cannot be read. The corresponding C function is `gethostname`.
     public static func hostName() -> String? { try? Sys.hostName() }
 

@@ -1,5 +1,4 @@
 import CPiconetPosix
-import Glibc
 
 /// Fixed memory for one `recvmmsg` / `sendmmsg` batch, allocated once per endpoint and reused
 /// for every batch: `capacity` slots, each with a payload buffer of `slotSize` bytes, a

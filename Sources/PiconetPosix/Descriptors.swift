@@ -1,7 +1,6 @@
 // Typed OS values (STYLE.md §8): descriptors that own and close themselves,
 // typed constants instead of bare CInt.
 import CPiconetPosix
-import Glibc
 import PiconetLoop
 
 /// A file descriptor number: a typed, non-owning value (like swift-system's `FileDescriptor`).

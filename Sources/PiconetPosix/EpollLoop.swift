@@ -1,5 +1,4 @@
 import CPiconetPosix
-import Glibc
 import PiconetLoop
 import Synchronization
 
@@ -192,7 +191,7 @@ public final class EpollLoop: EventLoop {
             _ = try? Sys.epollControl(epoll.rawValue, EPOLL_CTL_DEL, old.rawValue, events: 0, data: 0)
             old.close()
         }
-        let fd = OwnedDescriptor(taking: try Sys.signalfd(signals.map(\.rawValue).sorted()))
+        let fd = OwnedDescriptor(taking: try Sys.signalfd(signals.map { $0.rawValue }.sorted()))
         try Sys.epollControl(epoll.rawValue, EPOLL_CTL_ADD, fd.rawValue,
                              events: EPOLLIN.rawValue, data: Self.pack(fd.rawValue, Self.signalID))
         signalFD = fd
@@ -288,11 +287,11 @@ public final class EpollLoop: EventLoop {
     /// A loop running on a thread of its own.
     public final class LoopThread: Sendable {
         public let remote: Remote
-        private let thread: Mutex<pthread_t?>
+        private let thread: Locked<pthread_t?>
 
         init(remote: Remote, thread: pthread_t) {
             self.remote = remote
-            self.thread = Mutex(thread)
+            self.thread = Locked(thread)
         }
 
         /// Asks the loop to stop and waits for its thread to end.
@@ -310,7 +309,7 @@ public final class EpollLoop: EventLoop {
     /// Starts a thread that creates a loop, calls `setUp` with it (register, schedule) and
     /// runs it until stopped. Returns once the loop exists; errors from creating it are thrown.
     public static func startThread(_ setUp: @escaping @Sendable (EpollLoop) -> Void) throws(IOError) -> LoopThread {
-        let handoff = Mutex<Result<Remote, IOError>?>(nil)
+        let handoff = Locked<Result<Remote, IOError>?>(nil)
         let ready = Semaphore()
         let t = try Sys.startThread {
             let made = Result { () throws(IOError) in try EpollLoop() }
@@ -341,7 +340,7 @@ public final class EpollLoop: EventLoop {
     /// (counted in `droppedJobs`).
     public final class Remote: Sendable {
         fileprivate let eventFD: OwnedDescriptorBox
-        private let state = Mutex(State())
+        private let state = Locked(State())
         private let wakeUpCount = Atomic<Int>(0)
         private let loopThread = Atomic<Int>(0)
 
@@ -409,7 +408,7 @@ final class OwnedDescriptorBox: @unchecked Sendable {
 
 /// A one-shot counting semaphore for handing off between threads (no Foundation).
 final class Semaphore: Sendable {
-    private let count = Mutex(0)
+    private let count = Locked(0)
     func signal() { count.withLock { $0 += 1 } }
     func wait() {
         // Only used for thread start-up handoffs, which take microseconds.

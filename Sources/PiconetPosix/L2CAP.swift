@@ -12,7 +12,7 @@
 // one byte, so a message is never truncated (a read that fills the extra byte means the
 // peer overran our MTU: a protocol violation, never silently cut).
 import CBlueZ
-import Glibc
+import CPiconetPosix
 import PiconetLoop
 import PiconetWire
 

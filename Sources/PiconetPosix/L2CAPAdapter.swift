@@ -2,7 +2,7 @@
 // setting up a board meets first: no Bluetooth in the kernel, no adapter, adapter down,
 // rfkill, permissions. Each error is one line that says what to do.
 import CBlueZ
-import Glibc
+import CPiconetPosix
 import PiconetLoop
 import PiconetWire
 
@@ -163,9 +163,9 @@ public struct BluetoothAdapter: Equatable, Sendable, CustomStringConvertible {
         case let .address(a): candidates = list.filter { $0.address == a }
         }
         guard !candidates.isEmpty else {
-            throw .noAdapter(requested: selector?.description ?? "(any)", available: list.map(\.description))
+            throw .noAdapter(requested: selector?.description ?? "(any)", available: list.map { $0.description })
         }
-        if let up = candidates.first(where: \.isUp) { return up }
+        if let up = candidates.first(where: { $0.isUp }) { return up }
         let down = candidates[0]
         throw .adapterDown(down.name, rfkillBlocked: RFKill.bluetoothBlocked())
     }

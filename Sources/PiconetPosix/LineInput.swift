@@ -1,3 +1,5 @@
+import PiconetLoop
+
 /// Lines typed on a descriptor (usually standard input), delivered on the loop.
 ///
 /// For interactive consent ("invite this node? [y/n]"): the descriptor is
@@ -5,6 +7,9 @@
 /// `maximumLineLength` is cut there (counted), so a pasted blob cannot grow
 /// memory. End of input is reported once through `onEnd` and the watch stops.
 public final class LineInput {
+    /// What callbacks held by the loop or a socket capture instead of `self` (Embedded Swift has no `weak`).
+    private lazy var weakSelf = OwnerHandle(self)
+    deinit { weakSelf.sever() }
     public let loop: EpollLoop
     private var registration: Registration?
     private var pending: [UInt8] = []
@@ -18,12 +23,14 @@ public final class LineInput {
                 maximumLineLength: Int = 1024) throws(IOError) {
         self.loop = loop
         self.maximumLineLength = maximumLineLength
-        registration = try loop.register(descriptor, interest: .read) { [weak self] _ in self?.readable(descriptor) }
+        registration = try loop.register(descriptor, interest: .read) { [weakSelf] _ in weakSelf.owner?.readable(descriptor) }
     }
 
     private func readable(_ fd: FileDescriptor) {
         var buffer = [UInt8](repeating: 0, count: 512)
-        let result = try? buffer.withUnsafeMutableBytes { p throws(IOError) in try Sys.read(fd.rawValue, p) }
+        // A Result out of the closure: Array's withUnsafeMutableBytes rethrows untyped.
+        let outcome = buffer.withUnsafeMutableBytes { p in Result { () throws(IOError) in try Sys.read(fd.rawValue, p) } }
+        let result = try? outcome.get()
         switch result {
         case .wouldBlock?:
             return

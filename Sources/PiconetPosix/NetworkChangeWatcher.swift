@@ -7,7 +7,6 @@
 // burst. One `ip addr add` produces several messages, a link going up a dozen; the coalescing
 // timer turns each burst into one `onChange`.
 import CPiconetPosix
-import Glibc
 import PiconetLoop
 
 /// Calls `onChange` once after each burst of interface or address changes in this network namespace.
@@ -18,6 +17,8 @@ import PiconetLoop
 /// lost, so that counts as a change too (`stats.overflows`). Runs on the loop's thread only.
 /// The socket sees the namespace of the thread that created it.
 public final class NetworkChangeWatcher {
+    /// What callbacks held by the loop or a socket capture instead of `self` (Embedded Swift has no `weak`).
+    private lazy var weakSelf = OwnerHandle(self)
     /// Which notifications to subscribe to (the RTMGRP_* multicast groups).
     public struct Groups: OptionSet, Hashable, Sendable {
         public let rawValue: UInt32
@@ -79,7 +80,7 @@ public final class NetworkChangeWatcher {
         let owned = OwnedDescriptor(taking: fd)
         socket = owned
         do {
-            registration = try loop.register(owned.descriptor, interest: .read) { [weak self] _ in self?.drain() }
+            registration = try loop.register(owned.descriptor, interest: .read) { [weakSelf] _ in weakSelf.owner?.drain() }
         } catch {
             _ = owned.close()
             socket = nil
@@ -88,6 +89,7 @@ public final class NetworkChangeWatcher {
     }
 
     deinit {
+        weakSelf.sever()
         close()
         buffer.deallocate()
     }
@@ -135,8 +137,8 @@ public final class NetworkChangeWatcher {
             if s.links + s.addresses > 0 || s.malformed { changed = true }
         }
         if changed && pending == nil {
-            pending = loop.schedule(after: coalescing) { [weak self] in
-                guard let self else { return }
+            pending = loop.schedule(after: coalescing) { [weakSelf] in
+                guard let self = weakSelf.owner else { return }
                 self.pending = nil
                 self.stats.changes += 1
                 self.onChange()

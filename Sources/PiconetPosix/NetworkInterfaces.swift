@@ -1,5 +1,4 @@
 import CPiconetPosix
-import Glibc
 
 /// One network interface as the kernel reports it (getifaddrs), for choosing where
 /// multicast goes and which interface a datagram arrived on.

@@ -1,4 +1,4 @@
-import Glibc
+import CPiconetPosix
 
 /// Small private files: identity keys and trust stores.
 ///
@@ -34,33 +34,27 @@ public enum SecretFile {
             throw .io(path: path, error)
         }
         defer { try? Sys.close(fd) }
-        do {
-            let st = try Sys.fileStatus(fd)
-            // A directory opens read-only fine; name it as what it is (not "chmod 600 /tmp").
-            if st.mode & S_IFMT == S_IFDIR { throw Failure.io(path: path, IOError(errno: EISDIR, syscall: "open")) }
-            if requirePrivate && st.mode & 0o077 != 0 { throw Failure.tooOpen(path: path, mode: UInt32(st.mode)) }
-            if st.size > limit { throw Failure.tooLarge(path: path, size: st.size, limit: limit) }
-            var out = [UInt8](repeating: 0, count: st.size)
-            let read: Result<Int, IOError> = out.withUnsafeMutableBytes { p in
-                var got = 0
-                while got < p.count {
-                    do throws(IOError) {
-                        guard case let .processed(n) = try Sys.read(fd, UnsafeMutableRawBufferPointer(rebasing: p[got...])), n > 0
-                        else { break }
-                        got += n
-                    } catch { return .failure(error) }
-                }
-                return .success(got)
+        let st: (mode: mode_t, size: Int, owner: uid_t)
+        do { st = try Sys.fileStatus(fd) } catch { throw .io(path: path, error) }
+        // A directory opens read-only fine; name it as what it is (not "chmod 600 /tmp").
+        if st.mode & mode_t(S_IFMT) == mode_t(S_IFDIR) { throw .io(path: path, IOError(errno: EISDIR, syscall: "open")) }
+        if requirePrivate && st.mode & 0o077 != 0 { throw .tooOpen(path: path, mode: UInt32(st.mode)) }
+        if st.size > limit { throw .tooLarge(path: path, size: st.size, limit: limit) }
+        var out = [UInt8](repeating: 0, count: st.size)
+        let read: Result<Int, IOError> = out.withUnsafeMutableBytes { p in
+            var got = 0
+            while got < p.count {
+                do throws(IOError) {
+                    guard case let .processed(n) = try Sys.read(fd, UnsafeMutableRawBufferPointer(rebasing: p[got...])), n > 0
+                    else { break }
+                    got += n
+                } catch { return .failure(error) }
             }
-            let got = try read.get()
-            return Array(out[0..<got])
-        } catch let e as Failure {
-            throw e
-        } catch let e as IOError {
-            throw .io(path: path, e)
-        } catch {
-            throw .io(path: path, IOError(errno: EIO, syscall: "read"))
+            return .success(got)
         }
+        let got: Int
+        do { got = try read.get() } catch { throw .io(path: path, error) }
+        return Array(out[0..<got])
     }
 
     /// The temporary file `write` creates next to `path` before renaming it into place.

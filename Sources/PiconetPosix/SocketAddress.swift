@@ -1,7 +1,6 @@
 // Conversions between PiconetLoop's `EndpointAddress` and the kernel's sockaddr structs.
 // IPv4 and IPv6 are both handled here so IPv6 transports can follow without new plumbing.
 import CPiconetPosix
-import Glibc
 import PiconetLoop
 
 /// An IPv4 address as a number: 127.0.0.1 == 0x7F000001 (the same packing as `EndpointAddress.ipv4`).

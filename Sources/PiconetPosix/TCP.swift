@@ -1,5 +1,7 @@
+// CBlueZ too: its headers also include <sys/socket.h>, and Embedded Swift attributes
+// SOL_SOCKET and SO_* to whichever C module claimed that header first.
+import CBlueZ
 import CPiconetPosix
-import Glibc
 import PiconetLoop
 import PiconetWire
 

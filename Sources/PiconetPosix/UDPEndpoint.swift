@@ -1,5 +1,7 @@
+// CBlueZ too: its headers also include <sys/socket.h>, and Embedded Swift attributes
+// SOL_SOCKET and SO_* to whichever C module claimed that header first.
+import CBlueZ
 import CPiconetPosix
-import Glibc
 import PiconetLoop
 
 /// A UDP socket on an `EpollLoop`: the real-network `DatagramEndpoint`.
@@ -108,6 +110,9 @@ public final class UDPEndpoint: DatagramEndpoint {
     // Coalesced sends waiting in `sendPool[0..<pendingSends]`, and whether a flush is scheduled.
     private var pendingSends = 0
     private var flushScheduled = false
+    /// What the deferred flush captures instead of `self` (Embedded Swift has no `weak`).
+    private lazy var handle = OwnerHandle(self)
+    deinit { handle.sever() }
     // A coalesced flush met EAGAIN: sends answer `.wouldBlock` until the socket is writable.
     private var sendStalled = false
 
@@ -225,7 +230,7 @@ public final class UDPEndpoint: DatagramEndpoint {
             flushPendingSends()
         } else if !flushScheduled {
             flushScheduled = true
-            _ = loop.schedule(after: .zero) { [weak self] in self?.flushPendingSends() }
+            _ = loop.schedule(after: .zero) { [handle] in handle.owner?.flushPendingSends() }
         }
         return .sent
     }

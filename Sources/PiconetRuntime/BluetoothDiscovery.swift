@@ -27,6 +27,9 @@ public enum BluetoothAdvertiserEvent: Equatable, Sendable {
 /// instance instead of piling up new ones (instances outlive the socket that added them).
 /// Adding needs CAP_NET_ADMIN; without it the failure names the fix.
 public final class BluetoothAdvertiser {
+    /// What callbacks held by the loop or a socket capture instead of `self` (Embedded Swift has no `weak`).
+    private lazy var weakSelf = OwnerHandle(self)
+    deinit { weakSelf.sever() }
     public let adapter: BluetoothAdapter
     public let advertisement: BluetoothAdvertisement
     public let instance: UInt8
@@ -53,9 +56,9 @@ public final class BluetoothAdvertiser {
         adding = true
         management.addAdvertising(index: UInt16(adapter.index), instance: instance,
                                   advertisingData: advertisement.advertisingData,
-                                  scanResponse: advertisement.scanResponse, connectable: true) { [weak self] r in
+                                  scanResponse: advertisement.scanResponse, connectable: true) { [weakSelf] r in
             // Stopped while the command was pending: its answer (or the close's "Disconnected") is moot.
-            guard let self else { return }
+            guard let self = weakSelf.owner else { return }
             self.adding = false
             guard !self.stopped else { return }
             switch r {
@@ -97,6 +100,9 @@ public final class BluetoothAdvertiser {
 /// cannot fix (permission, power, rfkill, no such adapter, LE off) stop the scanner and go to
 /// `onFailure` once, as a one-line message.
 public final class BluetoothScanner {
+    /// What callbacks held by the loop or a socket capture instead of `self` (Embedded Swift has no `weak`).
+    private lazy var weakSelf = OwnerHandle(self)
+    deinit { weakSelf.sever() }
     public let adapter: BluetoothAdapter
     private let management: BluetoothManagement
     private var driver: BluetoothBrowserDriver?
@@ -112,11 +118,11 @@ public final class BluetoothScanner {
         let index = UInt16(adapter.index)
         let d = BluetoothBrowserDriver(loop: loop, browser: BluetoothBrowser(service: service, configuration: configuration),
                                        startScan: {})
-        d.startScan = { [weak self] in self?.startScan() }
-        d.onEvent = { [weak self] a in self?.onEvent?(a) }
+        d.startScan = { [weakSelf] in weakSelf.owner?.startScan() }
+        d.onEvent = { [weakSelf] a in weakSelf.owner?.onEvent?(a) }
         driver = d
-        management.onEvent = { [weak self] event, i in
-            guard let self, i == index, let driver = self.driver else { return }
+        management.onEvent = { [weakSelf] event, i in
+            guard let self = weakSelf.owner, i == index, let driver = self.driver else { return }
             switch event {
             case let .deviceFound(f):
                 driver.received(BluetoothScanReport(address: f.address.bytes, addressType: f.addressType, rssi: f.rssi, data: f.data))
@@ -134,10 +140,10 @@ public final class BluetoothScanner {
     public func start() { driver?.start() }
 
     private func startScan() {
-        management.startDiscovery(index: UInt16(adapter.index)) { [weak self] r in
+        management.startDiscovery(index: UInt16(adapter.index)) { [weakSelf] r in
             // A command still pending when the scanner was stopped or closed completes with a
             // failure (closing the socket answers it "Disconnected"): not news to anyone.
-            guard let self, self.driver?.isRunning == true, case let .failure(e) = r else { return }
+            guard let self = weakSelf.owner, self.driver?.isRunning == true, case let .failure(e) = r else { return }
             switch e.status {
             case .busy, ManagementStatus(rawValue: 0x03):  // Busy, Failed: someone else is scanning; try again
                 self.retriedFailures += 1
@@ -167,6 +173,9 @@ public final class BluetoothScanner {
 ///
 /// A peer found over both is one peer (see `PeerDirectory` for how identities match).
 public final class PeerBrowser {
+    /// What callbacks held by the loop or a socket capture instead of `self` (Embedded Swift has no `weak`).
+    private lazy var weakSelf = OwnerHandle(self)
+    deinit { weakSelf.sever() }
     public let wifi: ServiceBrowser?
     public let bluetooth: BluetoothScanner?
     public private(set) var directory: PeerDirectory
@@ -176,15 +185,15 @@ public final class PeerBrowser {
         self.wifi = wifi
         self.bluetooth = bluetooth
         directory = PeerDirectory(service: service)
-        wifi?.onEvent = { [weak self] e in
-            guard let self else { return }
+        wifi?.onEvent = { [weakSelf] e in
+            guard let self = weakSelf.owner else { return }
             switch e {
             case let .found(s), let .updated(s): self.deliver(self.directory.wifiSeen(s))
             case let .lost(s): self.deliver(self.directory.wifiLost(s))
             }
         }
-        bluetooth?.onEvent = { [weak self] a in
-            guard let self else { return }
+        bluetooth?.onEvent = { [weakSelf] a in
+            guard let self = weakSelf.owner else { return }
             self.deliver(self.directory.received(a))
         }
     }

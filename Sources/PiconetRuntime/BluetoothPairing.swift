@@ -24,6 +24,9 @@ import PiconetWire
 /// Only one agent should answer per adapter: with bluetoothd running, use its agent instead.
 /// Loop-bound: not `Sendable`.
 public final class PairingAgent {
+    /// What callbacks held by the loop or a socket capture instead of `self` (Embedded Swift has no `weak`).
+    private lazy var weakSelf = OwnerHandle(self)
+    deinit { weakSelf.sever() }
     public enum Event: Equatable, Sendable, CustomStringConvertible {
         case confirmed(ManagementPeer)
         case refused(ManagementPeer, reason: String)
@@ -68,8 +71,8 @@ public final class PairingAgent {
         self.consent = consent
         management = try BluetoothManagement(loop: loop)
         let index = UInt16(adapter.index)
-        management.onEvent = { [weak self] event, i in
-            guard let self, i == index else { return }
+        management.onEvent = { [weakSelf] event, i in
+            guard let self = weakSelf.owner, i == index else { return }
             self.handle(event)
         }
     }
@@ -82,9 +85,9 @@ public final class PairingAgent {
                 refuse(peer, .userConfirmNegativeReply,
                        "numeric comparison (\(String(repeating: "0", count: 6 - digits.count))\(digits)) needs a person to compare; Piconet has no display")
             } else if consent(peer) {
-                reply(.userConfirmReply, peer) { [weak self] in
-                    self?.statistics.confirmed += 1
-                    self?.onEvent?(.confirmed(peer))
+                reply(.userConfirmReply, peer) { [weakSelf] in
+                    weakSelf.owner?.statistics.confirmed += 1
+                    weakSelf.owner?.onEvent?(.confirmed(peer))
                 }
             } else {
                 refuse(peer, .userConfirmNegativeReply, "not admitted")
@@ -100,19 +103,19 @@ public final class PairingAgent {
     }
 
     private func refuse(_ peer: ManagementPeer, _ command: ManagementCommand, _ reason: String) {
-        reply(command, peer) { [weak self] in
-            self?.statistics.refused += 1
-            self?.onEvent?(.refused(peer, reason: reason))
+        reply(command, peer) { [weakSelf] in
+            weakSelf.owner?.statistics.refused += 1
+            weakSelf.owner?.onEvent?(.refused(peer, reason: reason))
         }
     }
 
     private func reply(_ command: ManagementCommand, _ peer: ManagementPeer, then done: @escaping () -> Void) {
-        management.send(command, index: UInt16(adapter.index), parameters: peer.parameters) { [weak self] r in
+        management.send(command, index: UInt16(adapter.index), parameters: peer.parameters) { [weakSelf] r in
             switch r {
             case .success: done()
             case let .failure(e):
-                self?.statistics.replyErrors += 1
-                self?.onEvent?(.replyFailed(e))
+                weakSelf.owner?.statistics.replyErrors += 1
+                weakSelf.owner?.onEvent?(.replyFailed(e))
             }
         }
     }

@@ -40,6 +40,9 @@ import PiconetWire
 ///   resumes.
 /// Loop-bound: not `Sendable`.
 public final class L2CAPDatagramEndpoint: DatagramEndpoint {
+    /// What callbacks held by the loop or a socket capture instead of `self` (Embedded Swift has no `weak`).
+    private lazy var weakSelf = OwnerHandle(self)
+    deinit { weakSelf.sever() }
     public struct Configuration: Sendable {
         /// Security (its `receiveMTU` is replaced by `receiveMTU ?? datagramSize`). `deferSetup` is always on for the listener.
         public var options = L2CAPOptions()
@@ -148,7 +151,7 @@ public final class L2CAPDatagramEndpoint: DatagramEndpoint {
             let l = try L2CAPListener(loop: loop, adapter: adapter, psm: psm, le: configuration.listenLE, options: options)
             listener = l
             localAddress = l.localAddress
-            l.onChannel = { [weak self] c in self?.incoming(c) }
+            l.onChannel = { [weakSelf] c in weakSelf.owner?.incoming(c) }
         } else {
             localAddress = .bluetooth(address: adapter.address.bytes, type: .lePublic, psm: 0)
         }
@@ -183,8 +186,8 @@ public final class L2CAPDatagramEndpoint: DatagramEndpoint {
         let e = Entry(try dial(destination), incoming: false)
         e.queue.append(bytes)
         track(e, at: destination)
-        e.timer = loop.schedule(after: configuration.connectTimeout) { [weak self] in
-            guard let self, let e = self.channels[destination], e.channel.state != .connected else { return }
+        e.timer = loop.schedule(after: configuration.connectTimeout) { [weakSelf] in
+            guard let self = weakSelf.owner, let e = self.channels[destination], e.channel.state != .connected else { return }
             self.statistics.connectTimeouts += 1
             self.drop(destination, e.channel, .timedOut)
         }
@@ -243,14 +246,17 @@ public final class L2CAPDatagramEndpoint: DatagramEndpoint {
     private func track(_ e: Entry, at address: EndpointAddress) {
         channels[address] = e
         let c = e.channel
-        c.onConnected = { [weak self, unowned c] in self?.connected(address, c) }
-        c.onMessage = { [weak self] bytes in self?.onDatagram?(Datagram(bytes: bytes, source: address)) }
-        c.onWritable = { [weak self] in self?.writable(address) }
-        c.onClose = { [weak self, unowned c] error in self?.gone(address, c, error) }
+        // The channel holds these closures: they name it by identity, not by reference.
+        let id = ObjectIdentifier(c)
+        c.onConnected = { [weakSelf] in weakSelf.owner?.connected(address, id) }
+        c.onMessage = { [weakSelf] bytes in weakSelf.owner?.onDatagram?(Datagram(bytes: bytes, source: address)) }
+        c.onWritable = { [weakSelf] in weakSelf.owner?.writable(address) }
+        c.onClose = { [weakSelf] error in weakSelf.owner?.gone(address, id, error) }
     }
 
-    private func connected(_ address: EndpointAddress, _ c: L2CAPChannel) {
-        guard let e = channels[address], e.channel === c else { return }
+    private func connected(_ address: EndpointAddress, _ id: ObjectIdentifier) {
+        guard let e = channels[address], ObjectIdentifier(e.channel) == id else { return }
+        let c = e.channel
         if let t = e.timer { loop.cancel(t) }
         e.timer = nil
         guard c.sendMTU >= configuration.minimumSendMTU else {
@@ -289,14 +295,15 @@ public final class L2CAPDatagramEndpoint: DatagramEndpoint {
         }
     }
 
-    private func gone(_ address: EndpointAddress, _ c: L2CAPChannel, _ error: TransportError?) {
-        guard let e = channels[address], e.channel === c else { return }
+    private func gone(_ address: EndpointAddress, _ id: ObjectIdentifier, _ error: TransportError?) {
+        guard let e = channels[address], ObjectIdentifier(e.channel) == id else { return }
+        let c = e.channel
         if !e.incoming, !e.redialed, error == .connectionReset, c.sendMTU == 0, !closed {
             // Reset before it ever connected: dial once more; the queue and the connect timer stay.
             e.redialed = true
             statistics.redials += 1
-            loop.schedule(after: configuration.redialDelay) { [weak self] in
-                guard let self, !self.closed, let e = self.channels[address], e.channel === c else { return }
+            loop.schedule(after: configuration.redialDelay) { [weakSelf] in
+                guard let self = weakSelf.owner, !self.closed, let e = self.channels[address], e.channel === c else { return }
                 do throws(TransportError) {
                     e.channel = try self.dial(address)
                     self.track(e, at: address)
@@ -403,6 +410,9 @@ public enum BluetoothSessionError: Error, Equatable, CustomStringConvertible {
 /// handshake clock starts at `invite`; so the handshake timeout is at least the channel's
 /// connect timeout plus 5 s, and a peer is called lost after at least 10 s of silence.
 public final class BluetoothSessionHost {
+    /// What callbacks held by the loop or a socket capture instead of `self` (Embedded Swift has no `weak`).
+    private lazy var weakSelf = OwnerHandle(self)
+    deinit { weakSelf.sever() }
     public let bluetooth: L2CAPDatagramEndpoint
     public let udp: UDPEndpoint?
     public let session: PeerSession
@@ -434,7 +444,7 @@ public final class BluetoothSessionHost {
         config.handshakeTimeout = max(config.handshakeTimeout, bluetoothConfiguration.connectTimeout + .seconds(5))
         config.lostTimeout = max(config.lostTimeout, .seconds(10))
         do { session = try PeerSession(identity: identity, configuration: config, endpoint: endpoint, loop: loop) } catch { throw .udp(error) }
-        bluetooth.onPathDown = { [weak session] address in session?.pathFailed(address) }
+        bluetooth.onPathDown = { [weakSelf] address in weakSelf.owner?.session.pathFailed(address) }
     }
 
     /// Where peers reach us over Bluetooth (adapter address, LE public, listen PSM or 0).

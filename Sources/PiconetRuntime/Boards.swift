@@ -153,7 +153,7 @@ private struct Validator {
             throw fail("gpioChip", "missing (use null for a board without GPIO)")
         }
 
-        let ledsObj = try object(top["leds"], "leds", allowed: LightRole.allCases.map(\.rawValue))
+        let ledsObj = try object(top["leds"], "leds", allowed: LightRole.allCases.map { $0.rawValue })
         var leds: [BoardLED] = []
         for role in LightRole.allCases {
             guard let entry = ledsObj[role.rawValue] else { continue }
@@ -169,7 +169,7 @@ private struct Validator {
             let o = try object(b, "button", allowed: ["line", "activeLow", "bias", "headerPin"])
             let biasText = try string(o["bias"], "button.bias")
             guard let bias = GPIOBias(rawValue: biasText) else {
-                throw fail("button.bias", "must be one of \(GPIOBias.allCases.map(\.rawValue).joined(separator: ", ")), found \"\(biasText)\"")
+                throw fail("button.bias", "must be one of \(GPIOBias.allCases.map { $0.rawValue }.joined(separator: ", ")), found \"\(biasText)\"")
             }
             button = BoardButton(line: try int(o["line"], "button.line", 0...BoardProfile.maximumLine),
                                  activeLow: try bool(o["activeLow"], "button.activeLow"), bias: bias,

@@ -16,7 +16,7 @@ public struct BoardCatalog {
     /// Where profiles are looked for, first match wins: `$PICONET_BOARDS`,
     /// `./Boards`, `Boards` beside or above the executable (a checkout's
     /// `.build/debug/piconet`), `/etc/piconet/boards`, `/usr/share/piconet/boards`.
-    public static func defaultDirectory(executable: String? = CommandLine.arguments.first) -> String? {
+    public static func defaultDirectory(executable: String? = CurrentProcess.arguments.first) -> String? {
         var candidates: [String] = []
         if let env = CurrentProcess.environment("PICONET_BOARDS") { candidates.append(env) }
         candidates.append("Boards")
@@ -65,7 +65,7 @@ public struct BoardCatalog {
         let catalog = try BoardCatalog(directory: directory ?? defaultDirectory() ?? "/etc/piconet/boards")
         guard let p = catalog.profile(id: id) else {
             throw BoardProfileError(file: catalog.directory, field: "board",
-                                    why: "unknown board '\(id)'; known: \(catalog.profiles.map(\.id).joined(separator: ", "))")
+                                    why: "unknown board '\(id)'; known: \(catalog.profiles.map { $0.id }.joined(separator: ", "))")
         }
         return p
     }

@@ -62,6 +62,8 @@ public enum BoardCheck {
 /// The defined state on `close()`: every LED off, then the lines released. A
 /// board without GPIO gets simulated lines that report changes to `log`.
 public final class BoardLights {
+    /// What callbacks held by the loop or a socket capture instead of `self` (Embedded Swift has no `weak`).
+    private lazy var weakSelf = OwnerHandle(self)
     public let profile: BoardProfile
     public let driver: LightsDriver
     public let chip: GPIOChip?
@@ -69,7 +71,7 @@ public final class BoardLights {
     public private(set) var button: GPIOButtonLine?
     private var buttonDriver: ButtonDriver?
     private var registration: Registration?
-    private weak var epoll: EpollLoop?
+    private var epoll: EpollLoop?
     private let log: (String) -> Void
     /// Failed reads of the button's edge events (logged; the node keeps going).
     public private(set) var buttonFaults = 0
@@ -135,8 +137,8 @@ public final class BoardLights {
         let bd = ButtonDriver(loop: loop, debouncer: debouncer, onEvent: onEvent)
         buttonDriver = bd
         epoll = loop
-        registration = try loop.register(FileDescriptor(rawValue: button.eventDescriptor), interest: .read) { [weak self] _ in
-            guard let self, let button = self.button else { return }
+        registration = try loop.register(FileDescriptor(rawValue: button.eventDescriptor), interest: .read) { [weakSelf] _ in
+            guard let self = weakSelf.owner, let button = self.button else { return }
             do throws(LightsError) {
                 for pressed in try button.readEdges() { bd.edge(pressed: pressed) }
             } catch {
@@ -158,5 +160,8 @@ public final class BoardLights {
         button = nil
     }
 
-    deinit { close() }
+    deinit {
+        weakSelf.sever()
+        close()
+    }
 }

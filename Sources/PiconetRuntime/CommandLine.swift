@@ -99,7 +99,7 @@ public struct CommandLineSpec: Sendable {
         if !discussion.isEmpty { out += "\n\(discussion)\n" }
         out += "\nOPTIONS:\n"
         let labels = options.map { o in "--\(o.name)\(o.valueName.map { " <\($0)>" } ?? "")" }
-        let column = min(28, (labels.map(\.count).max() ?? 0) + 4)
+        let column = min(28, (labels.map { $0.count }.max() ?? 0) + 4)
         for (o, label) in zip(options, labels) {
             let help = o.help + (o.repeatable ? " (repeatable)" : "")
             if label.count + 2 < column {
@@ -288,7 +288,7 @@ public func closestName(to name: String, among candidates: some Sequence<String>
     let lower = name.lowercased()
     for c in candidates {
         var d = nameDistance(lower, c.lowercased())
-        if d > 2, lower.count >= 4, c.lowercased().contains(lower) || lower.contains(c.lowercased()) { d = 2 }
+        if d > 2, lower.count >= 4, c.lowercased().containsText(lower) || lower.containsText(c.lowercased()) { d = 2 }
         if d <= 2, d < (best?.1 ?? Int.max) { best = (c, d) }
     }
     return best?.0
@@ -303,19 +303,19 @@ public enum ParserMessage {
     public static func oneLine(_ message: String, command: String) -> String {
         let lines = message.split(separator: "\n", omittingEmptySubsequences: true).map { String($0) }
         var name = command
-        if let see = lines.first(where: { $0.contains("See '") }),
-           let open = see.firstRange(of: "See '"), let close = see[open.upperBound...].firstRange(of: " --help'") {
+        if let see = lines.first(where: { $0.containsText("See '") }),
+           let open = see.firstTextRange(of: "See '"), let close = see[open.upperBound...].firstTextRange(of: " --help'") {
             name = String(see[open.upperBound..<close.lowerBound])
         }
         var what = lines.first ?? "invalid command line"
         if what.hasPrefix("Error: ") { what.removeFirst(7) }
         var fix = "see '\(name) --help'"
-        if let r = what.firstRange(of: ". Did you mean ") {
+        if let r = what.firstTextRange(of: ". Did you mean ") {
             fix = "did you mean " + what[r.upperBound...]
             what = String(what[..<r.lowerBound])
         }
         while what.hasSuffix(".") { what.removeLast() }
-        if let first = what.first, first.isUppercase, !what.dropFirst().prefix(1).contains(where: \.isUppercase) {
+        if let first = what.first, first.isUppercase, !what.dropFirst().prefix(1).contains(where: { $0.isUppercase }) {
             what = first.lowercased() + what.dropFirst()
         }
         return usageErrorLine(name, what, fix: fix)

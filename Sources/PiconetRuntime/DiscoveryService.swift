@@ -48,7 +48,7 @@ public enum DiscoveryInterfaces {
         var out: [NetworkInterface] = []
         for n in names where !out.contains(where: { $0.name == n }) {
             guard let i = all.first(where: { $0.name == n }) else {
-                throw .noSuchInterface(n, available: all.map(\.name))
+                throw .noSuchInterface(n, available: all.map { $0.name })
             }
             guard i.isUp else { throw .interfaceUnusable(n, reason: "it is down") }
             guard i.supportsMulticast else {
@@ -74,6 +74,9 @@ public enum DiscoveryInterfaces {
 /// `dispatch` drops (and counts) what arrived on an interface we were not given, so
 /// `--interface` is a boundary for discovery too.
 final class MDNSTransport {
+    /// What callbacks held by the loop or a socket capture instead of `self` (Embedded Swift has no `weak`).
+    private lazy var weakSelf = OwnerHandle(self)
+    deinit { weakSelf.sever() }
     let socket: UDPEndpoint
     let interfaces: [NetworkInterface]
     /// Datagrams from interfaces we did not choose (the kernel delivers every joined group): dropped, counted.
@@ -96,7 +99,7 @@ final class MDNSTransport {
         } catch {
             throw .socket(error)
         }
-        socket.onDatagram = { [weak self] d in self?.dispatch(d) }
+        socket.onDatagram = { [weakSelf] d in weakSelf.owner?.dispatch(d) }
     }
 
     private func dispatch(_ d: Datagram) {
@@ -115,21 +118,19 @@ final class MDNSTransport {
 
     func send(_ packet: MDNSPacket, on slot: Int) {
         let bytes = packet.bytes
-        do {
-            switch packet.destination {
-            case .multicast:
-                try socket.setMulticastInterface(index: interfaces[slot].index)
-                _ = try socket.send(bytes, to: MDNS.ipv4Group)
-            case let .unicast(to):
-                // Out of the interface the exchange belongs to, whatever the routing table
-                // says: an answer never leaves by an interface we were not told to use.
-                _ = try socket.send(bytes, to: to, interfaceIndex: interfaces[slot].index)
-            }
-        } catch {
-            // A full send buffer or a vanished interface loses one packet; the
-            // protocol repeats what matters (probes, announcements, queries).
-            sendErrors += 1
+        let sent: Bool
+        switch packet.destination {
+        case .multicast:
+            sent = (try? socket.setMulticastInterface(index: interfaces[slot].index)) != nil
+                && (try? socket.send(bytes, to: MDNS.ipv4Group)) != nil
+        case let .unicast(to):
+            // Out of the interface the exchange belongs to, whatever the routing table
+            // says: an answer never leaves by an interface we were not told to use.
+            sent = (try? socket.send(bytes, to: to, interfaceIndex: interfaces[slot].index)) != nil
         }
+        // A full send buffer or a vanished interface loses one packet; the
+        // protocol repeats what matters (probes, announcements, queries).
+        if !sent { sendErrors += 1 }
     }
 
     func close() { socket.close() }
@@ -155,6 +156,9 @@ public enum AdvertiserEvent: Equatable, Sendable {
 /// Each interface gets its own responder so it answers with that interface's
 /// address; a conflict on one link renames the instance on that link only.
 public final class ServiceAdvertiser {
+    /// What callbacks held by the loop or a socket capture instead of `self` (Embedded Swift has no `weak`).
+    private lazy var weakSelf = OwnerHandle(self)
+    deinit { weakSelf.sever() }
     private let transport: MDNSTransport
     private var drivers: [MDNSDriver<MDNSResponder>] = []
     private let loop: EpollLoop
@@ -175,26 +179,26 @@ public final class ServiceAdvertiser {
                                           addresses: i.ipv4.map { .v4($0.address.value) })
             let d = MDNSDriver(loop: loop, machine: MDNSResponder(advertisement: ad, configuration: configuration,
                                                                    seed: MDNSTransport.seed(loop, slot)))
-            d.onActions = { [weak self] actions in self?.carryOut(actions, slot: slot) }
+            d.onActions = { [weakSelf] actions in weakSelf.owner?.carryOut(actions, slot: slot) }
             drivers.append(d)
         }
-        transport.onDatagram = { [weak self] slot, d in self?.drivers[slot].received(d.bytes, from: d.source) }
+        transport.onDatagram = { [weakSelf] slot, d in weakSelf.owner?.drivers[slot].received(d.bytes, from: d.source) }
     }
 
     /// Starts probing on every interface, and watching the network (route netlink): when an
     /// interface or address changes, `refreshAddresses()` runs once per burst of changes.
     public func start() {
         for d in drivers { d.perform { m, now in m.start(at: now) } }
-        startWatching(&watcher, &networkWatchError, loop) { [weak self] in self?.refreshAddresses() }
+        startWatching(&watcher, &networkWatchError, loop) { [weakSelf] in weakSelf.owner?.refreshAddresses() }
     }
 
     /// The network watcher's counters (nil when it is not running).
     public var networkWatchStatistics: NetworkChangeWatcher.Stats? { watcher?.stats }
 
     /// The name each interface currently advertises, in interface order.
-    public var names: [InstanceName] { drivers.map(\.machine.advertisement.name) }
-    public var states: [MDNSResponder.State] { drivers.map(\.machine.state) }
-    public var statistics: [MDNSResponder.Stats] { drivers.map(\.machine.stats) }
+    public var names: [InstanceName] { drivers.map { $0.machine.advertisement.name } }
+    public var states: [MDNSResponder.State] { drivers.map { $0.machine.state } }
+    public var statistics: [MDNSResponder.Stats] { drivers.map { $0.machine.stats } }
 
     /// Changes the discovery info; browsers report `updated`.
     public func update(info: DiscoveryInfo) {
@@ -253,6 +257,9 @@ public enum DiscoveryEvent: Equatable, Sendable {
 
 /// Browses for one service type on the chosen interfaces until `stop()`.
 public final class ServiceBrowser {
+    /// What callbacks held by the loop or a socket capture instead of `self` (Embedded Swift has no `weak`).
+    private lazy var weakSelf = OwnerHandle(self)
+    deinit { weakSelf.sever() }
     private let transport: MDNSTransport
     private var drivers: [MDNSDriver<MDNSBrowser>] = []
     /// Per interface slot: instance name → service.
@@ -269,23 +276,23 @@ public final class ServiceBrowser {
     public init(loop: EpollLoop, service: ServiceType, interfaces: [NetworkInterface],
                 configuration: MDNSBrowser.Configuration = .init()) throws(DiscoveryRuntimeError) {
         self.loop = loop
-        lastAddresses = interfaces.map { $0.isUp ? $0.ipv4.map(\.address) : [] }
+        lastAddresses = interfaces.map { $0.isUp ? $0.ipv4.map { $0.address } : [] }
         transport = try MDNSTransport(loop: loop, interfaces: interfaces)
         perInterface = Array(repeating: [:], count: interfaces.count)
         for slot in interfaces.indices {
             let d = MDNSDriver(loop: loop, machine: MDNSBrowser(service: service, configuration: configuration,
                                                                 seed: MDNSTransport.seed(loop, slot)))
-            d.onActions = { [weak self] actions in self?.carryOut(actions, slot: slot) }
+            d.onActions = { [weakSelf] actions in weakSelf.owner?.carryOut(actions, slot: slot) }
             drivers.append(d)
         }
-        transport.onDatagram = { [weak self] slot, d in self?.drivers[slot].received(d.bytes, from: d.source) }
+        transport.onDatagram = { [weakSelf] slot, d in weakSelf.owner?.drivers[slot].received(d.bytes, from: d.source) }
     }
 
     /// Starts querying, and watching the network: an interface that comes back or changes
     /// address queries again from the start (`MDNSBrowser.restartQueries`).
     public func start() {
         for d in drivers { d.perform { m, now in m.start(at: now) } }
-        startWatching(&watcher, &networkWatchError, loop) { [weak self] in self?.networkChanged() }
+        startWatching(&watcher, &networkWatchError, loop) { [weakSelf] in weakSelf.owner?.networkChanged() }
     }
 
     /// Re-queries on each chosen interface whose IPv4 addresses changed and that has some now.
@@ -293,7 +300,7 @@ public final class ServiceBrowser {
         guard let all = try? NetworkInterfaces.list() else { return }
         for (slot, i) in transport.interfaces.enumerated() {
             let current = all.first { $0.index == i.index }
-            let now = current.map { $0.isUp ? $0.ipv4.map(\.address) : [] } ?? []
+            let now = current.map { $0.isUp ? $0.ipv4.map { $0.address } : [] } ?? []
             guard now != lastAddresses[slot] else { continue }
             lastAddresses[slot] = now
             if !now.isEmpty { drivers[slot].perform { m, t in m.restartQueries(at: t); return [] } }
@@ -302,7 +309,7 @@ public final class ServiceBrowser {
 
     /// Services currently found, by name.
     public var services: [DiscoveredService] { merged.values.sorted { $0.name < $1.name } }
-    public var statistics: [MDNSBrowser.Stats] { drivers.map(\.machine.stats) }
+    public var statistics: [MDNSBrowser.Stats] { drivers.map { $0.machine.stats } }
 
     public func stop() {
         watcher?.close()
@@ -328,7 +335,7 @@ public final class ServiceBrowser {
         let seen = perInterface.compactMap { $0[name] }
         var next = seen.first
         if var n = next {
-            n.addresses = Array(Set(seen.flatMap(\.addresses))).sorted { $0.description < $1.description }
+            n.addresses = Array(Set(seen.flatMap { $0.addresses })).sorted { $0.description < $1.description }
             next = n
         }
         let old = merged[name]

@@ -50,7 +50,7 @@ public enum HumanWords {
         case let .opened(a, incoming, send, receive, security):
             "bluetooth channel \(incoming ? "from" : "to") \(a) opened: MTU \(send) out / \(receive) in, security \(securityName(security))"
         case let .closed(a, error):
-            "bluetooth channel \(a) closed: \(error.map(\.description) ?? "orderly")"
+            "bluetooth channel \(a) closed: \(error.map { $0.description } ?? "orderly")"
         case let .refused(a, reason):
             "bluetooth channel from \(a) refused at the link: \(reason)"
         }

@@ -30,7 +30,7 @@ public enum InterfaceBoundary {
         do { all = try NetworkInterfaces.list() } catch { throw .listing(error) }
         var indices: [Int] = []
         for n in names {
-            guard let i = all.first(where: { $0.name == n }) else { throw .noSuchInterface(n, available: all.map(\.name)) }
+            guard let i = all.first(where: { $0.name == n }) else { throw .noSuchInterface(n, available: all.map { $0.name }) }
             if !indices.contains(i.index) { indices.append(i.index) }
         }
         var o = options

@@ -71,23 +71,17 @@ public enum SessionIdentityFile {
     /// Loads the key at `path`, creating a fresh one (mode 0600) on first run.
     /// A group- or world-readable key file is refused: whoever reads it can impersonate this board.
     public static func loadOrCreate(path: String, displayName: String) throws(SessionRuntimeError) -> PeerIdentity {
-        do {
-            let bytes = try SecretFile.read(path, limit: 4096)
-            guard bytes.count == 32, let key = try? NoiseKeyPair(privateKeyBytes: bytes) else {
-                throw SessionRuntimeError.malformedKey(path: path, length: bytes.count)
-            }
-            return PeerIdentity(displayName: displayName, keyPair: key)
-        } catch let e as SessionRuntimeError {
-            throw e
-        } catch let SecretFile.Failure.notFound(p) {
+        let bytes: [UInt8]
+        do { bytes = try SecretFile.read(path, limit: 4096) } catch {
+            guard case let .notFound(p) = error else { throw .keyFile(error) }
             let key = NoiseKeyPair()
             do { try SecretFile.write(p, key.privateKeyBytes) } catch { throw .keyFile(error) }
             return PeerIdentity(displayName: displayName, keyPair: key)
-        } catch let f as SecretFile.Failure {
-            throw .keyFile(f)
-        } catch {
-            throw .keyFile(.notFound(path))
         }
+        guard bytes.count == 32, let key = try? NoiseKeyPair(privateKeyBytes: bytes) else {
+            throw .malformedKey(path: path, length: bytes.count)
+        }
+        return PeerIdentity(displayName: displayName, keyPair: key)
     }
 }
 

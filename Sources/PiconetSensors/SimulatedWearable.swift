@@ -1,5 +1,5 @@
 import PiconetLoop
-import RealModule
+import CMath
 
 /// Where a node's samples come from: a simulated wearable today, a real sensor later.
 ///
@@ -236,4 +236,13 @@ public struct SimulatedWearable: SampleSource {
         let u = 1 - rng.unit(), v = rng.unit()
         return (-2 * Double.log(u)).squareRoot() * Double.cos(2 * Double.pi * v)
     }
+}
+
+/// libm's `sin`, `cos` and `log` under the names the wearable's formulas use (RealModule's
+/// spelling). libm rather than swift-numerics, so the same source builds in Embedded Swift;
+/// RealModule called these same libm functions on Linux, so seeded samples are unchanged.
+private extension Double {
+    static func sin(_ x: Double) -> Double { CMath.sin(x) }
+    static func cos(_ x: Double) -> Double { CMath.cos(x) }
+    static func log(_ x: Double) -> Double { CMath.log(x) }
 }

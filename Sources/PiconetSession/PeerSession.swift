@@ -23,20 +23,27 @@ public protocol PeerSessionDelegate: AnyObject {
 ///     // later, once .invitationFinished(id, .accepted(peer)) arrived:
 ///     try session.send(Array("hi".utf8), to: [peer], mode: .reliable)
 public final class PeerSession {
+    /// What callbacks held by the loop or a socket capture instead of `self` (Embedded Swift has no `weak`).
+    private lazy var weakSelf = OwnerHandle(self)
+    deinit { weakSelf.sever() }
     public private(set) var machine: SessionMachine
     public let endpoint: DatagramEndpoint
     public let loop: EventLoop
+#if !hasFeature(Embedded)
+    // The two facades for applications in ordinary Swift. Embedded Swift (the node) has
+    // neither `weak` nor Concurrency's AsyncStream; the node uses `onEvent`.
     public weak var delegate: PeerSessionDelegate?
-    /// Called for every event after the delegate (simple closures for scripts and tests).
-    public var onEvent: ((SessionEvent) -> Void)?
-    private let timer: MachineTimer
     /// One per `events` stream still consumed.
     private var continuations: [AsyncStream<SessionEvent>.Continuation] = []
+#endif
     /// How many events an `events` stream holds for a consumer that has not read them; past it the
     /// oldest go (counted in `eventsDropped`). Set before reading `events`.
     public var eventBufferLimit = 4096
     /// Events an `events` stream dropped because its consumer fell `eventBufferLimit` behind.
     public private(set) var eventsDropped = 0
+    /// Called for every event after the delegate (simple closures for scripts and tests).
+    public var onEvent: ((SessionEvent) -> Void)?
+    private let timer: MachineTimer
     /// Datagrams the transport refused (would block or failed); counted, the reliable layer retransmits.
     public private(set) var transportRefusals = 0
 
@@ -44,20 +51,26 @@ public final class PeerSession {
     ///   cookie secrets). A running process passes the kernel's (`SecureRandom` from
     ///   PiconetPosix), never a seed from a flag or the clock: the instance and the first
     ///   link index reach any handshake partner.
-    public init<R: RandomNumberGenerator>(identity: PeerIdentity, configuration: SessionConfiguration,
-                                          endpoint: DatagramEndpoint, loop: EventLoop, random: inout R) {
+    public convenience init<R: RandomNumberGenerator>(identity: PeerIdentity, configuration: SessionConfiguration,
+                                                      endpoint: DatagramEndpoint, loop: EventLoop, random: inout R) {
         var config = configuration
         config.maximumDatagramSize = min(config.maximumDatagramSize, endpoint.maximumDatagramSize)
-        machine = SessionMachine(identity: identity, configuration: config, random: &random)
+        self.init(machine: SessionMachine(identity: identity, configuration: config, random: &random),
+                  endpoint: endpoint, loop: loop)
+    }
+
+    // Not generic: Embedded Swift allows generic initializers of a class only as convenience ones.
+    private init(machine: SessionMachine, endpoint: DatagramEndpoint, loop: EventLoop) {
+        self.machine = machine
         self.endpoint = endpoint
         self.loop = loop
         timer = MachineTimer(loop: loop)
-        timer.onFire = { [weak self] in
-            guard let self else { return }
+        timer.onFire = { [weakSelf] in
+            guard let self = weakSelf.owner else { return }
             self.perform(self.machine.timerFired(at: self.loop.now))
         }
-        endpoint.onDatagram = { [weak self] d in
-            guard let self else { return }
+        endpoint.onDatagram = { [weakSelf] d in
+            guard let self = weakSelf.owner else { return }
             self.perform(self.machine.received(d.bytes, from: d.source, at: self.loop.now,
                                                datagramLimit: self.endpoint.maximumDatagramSize(to: d.source)))
         }
@@ -133,10 +146,13 @@ public final class PeerSession {
         perform(machine.close(now: loop.now))
         timer.cancel()
         endpoint.onDatagram = nil
+#if !hasFeature(Embedded)
         for c in continuations { c.finish() }
         continuations = []
+#endif
     }
 
+#if !hasFeature(Embedded)
     /// The async facade: every event from now on, in order, until `close()`.
     ///
     /// Each read is a new stream and every stream gets every event (multicast: reading it
@@ -147,6 +163,7 @@ public final class PeerSession {
         continuations.append(cont)
         return stream
     }
+#endif
 
     private func perform(_ actions: [SessionAction]) {
         for a in actions {
@@ -158,14 +175,19 @@ public final class PeerSession {
                     transportRefusals += 1
                 }
             case let .event(e):
+#if !hasFeature(Embedded)
                 delegate?.session(self, didReceive: e)
+#endif
                 onEvent?(e)
+#if !hasFeature(Embedded)
                 yieldToStreams(e)
+#endif
             }
         }
         rearm()
     }
 
+#if !hasFeature(Embedded)
     private func yieldToStreams(_ e: SessionEvent) {
         var i = 0
         while i < continuations.count {
@@ -180,6 +202,7 @@ public final class PeerSession {
             }
         }
     }
+#endif
 
     private func rearm() { timer.follow(machine.nextDeadline) }
 }
@@ -187,6 +210,9 @@ public final class PeerSession {
 /// Lets a session run over a connected `MessageEndpoint` (TCP framed, L2CAP):
 /// the one remote address stands in for every destination.
 public final class MessageEndpointAdapter: DatagramEndpoint {
+    /// What callbacks held by the loop or a socket capture instead of `self` (Embedded Swift has no `weak`).
+    private lazy var weakSelf = OwnerHandle(self)
+    deinit { weakSelf.sever() }
     public let base: MessageEndpoint
     /// Our end of the connection (a `MessageEndpoint` knows only the remote one, so the caller says it).
     public let localAddress: EndpointAddress
@@ -200,8 +226,8 @@ public final class MessageEndpointAdapter: DatagramEndpoint {
     public init(_ base: MessageEndpoint, localAddress: EndpointAddress) {
         self.base = base
         self.localAddress = localAddress
-        base.onMessage = { [weak self] m in
-            guard let self else { return }
+        base.onMessage = { [weakSelf] m in
+            guard let self = weakSelf.owner else { return }
             self.onDatagram?(Datagram(bytes: m, source: self.base.remoteAddress))
         }
     }

@@ -66,8 +66,9 @@ extension SessionMachine {
             }
             guard l.phase == .handshaking, var noise = l.handshake.noise else { return } // a duplicate
             if l.address == address { _ = fitPath(&l, path: path) }
-            do {
-                let payload = try HandshakePayload(decoding: try noise.readMessage(f.body))
+            do throws(NoiseError) {
+                let plain = try noise.readMessage(f.body)
+                guard let payload = try? HandshakePayload(decoding: plain) else { throw .decryptionFailed }
                 guard let rs = noise.remoteStaticKey else { throw NoiseError.outOfOrder }
                 try completeHandshake(&l, noise: noise, remoteStatic: rs, payload: payload)
                 l.phase = .awaitingInvitation
@@ -148,10 +149,8 @@ extension SessionMachine {
             admission.spendGlobal()
         }
         var noise = NoiseHandshake(initiator: false, staticKey: identity.keyPair, prologue: SessionMachine.prologue)
-        let remote: HandshakePayload
-        do {
-            remote = try HandshakePayload(decoding: try noise.readMessage(message))
-        } catch {
+        // Two error types (NoiseError, WireError): try? each, no `any Error` (Embedded Swift).
+        guard let plain = try? noise.readMessage(message), let remote = try? HandshakePayload(decoding: plain) else {
             statistics.handshakeFailures += 1
             return
         }
@@ -187,10 +186,7 @@ extension SessionMachine {
     mutating func handleResponse(_ f: HandshakeFrame, index: UInt32, path: Int?, now: Instant) {
         guard var l = table[index], var noise = l.handshake.noise else { return }
         if let path { _ = fitPath(&l, path: path) }
-        let payload: HandshakePayload
-        do {
-            payload = try HandshakePayload(decoding: try noise.readMessage(f.body))
-        } catch {
+        guard let plain = try? noise.readMessage(f.body), let payload = try? HandshakePayload(decoding: plain) else {
             statistics.handshakeFailures += 1
             table[index] = l
             return

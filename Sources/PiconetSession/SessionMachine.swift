@@ -231,7 +231,7 @@ public struct SessionMachine {
     public func state(of peer: PeerID) -> PeerState { reported[peer] ?? .notConnected }
 
     /// Peers currently connected (not lost).
-    public var connectedPeers: [PeerID] { reported.filter { $0.value == .connected }.map(\.key).sorted() }
+    public var connectedPeers: [PeerID] { reported.filter { $0.value == .connected }.map { $0.key }.sorted() }
 
     /// The short authentication string of the link that serves `peer`.
     public func verificationCode(for peer: PeerID) -> String? { table.link(of: peer)?.remote.verificationCode }

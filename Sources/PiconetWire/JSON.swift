@@ -47,7 +47,7 @@ public struct JSONObject: Equatable, Sendable {
 
     public init() {}
 
-    public var keys: [String] { members.map(\.key) }
+    public var keys: [String] { members.map { $0.key } }
 
     /// Appends without the duplicate scan; the parser has checked the key already.
     mutating func append(_ m: Member) { members.append(m) }
@@ -365,7 +365,7 @@ extension JSON {
         case .null: s.put("null")
         case let .bool(b): s.put(b ? "true" : "false")
         case let .integer(i): s.put(String(i))
-        case let .number(d): s.put(d.isFinite ? String(describing: d) : "null")
+        case let .number(d): s.put(d.isFinite ? d.description : "null")
         case let .string(str): JSON.emitString(str, into: &s)
         case let .array(a):
             s.put(UInt8(ascii: "["))

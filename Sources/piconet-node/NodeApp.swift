@@ -1,5 +1,6 @@
 import PiconetDiscovery
 import PiconetIndicators
+import PiconetLights
 import PiconetLoop
 import PiconetPosix
 import PiconetRuntime
@@ -18,6 +19,9 @@ import PiconetWire
 /// one per summary (5 s), plus the session's keep-alives; nothing while
 /// waiting for a hub except the session and mDNS timers.
 final class NodeApp {
+    /// What callbacks held by the loop or a socket capture instead of `self` (Embedded Swift has no `weak`).
+    private lazy var weakSelf = OwnerHandle(self)
+    deinit { weakSelf.sever() }
     let settings: NodeSettings
     let loop: EpollLoop
     let identity: PeerIdentity
@@ -54,10 +58,11 @@ final class NodeApp {
     static let batchPeriod: Duration = .milliseconds(250)
     static let summaryPeriod: Duration = .seconds(5)
 
-    init(_ settings: NodeSettings) throws {
+    init(_ settings: NodeSettings) throws(NodeFailure) {
         self.settings = settings
-        loop = try EpollLoop()
-        let profile = try BoardCatalog.profile(settings.board, in: settings.boardsDirectory)
+        let loop = try attempt { () throws(IOError) in try EpollLoop() }
+        self.loop = loop
+        let profile = try attempt { () throws(BoardProfileError) in try BoardCatalog.profile(settings.board, in: settings.boardsDirectory) }
         var spec = SessionHostSpec(keyFile: settings.identityPath, displayName: settings.name, encryption: settings.encryption,
                                    policy: settings.policy, transport: settings.transport, interfaces: settings.interfaces,
                                    adapter: settings.adapter, linkSecurity: settings.linkSecurity)
@@ -66,7 +71,7 @@ final class NodeApp {
         spec.listenPSM = settings.psm
         spec.trustStorePath = settings.policy == .trustOnFirstUse || settings.policy == .ask ? settings.trustStorePath : nil
         // BT_DEFER_SETUP consent (`none` refuses at the link) and Just Works pairing under it: SessionHost.
-        let host = try SessionHost(loop: loop, spec)
+        let host = try attempt { () throws(SessionHostError) in try SessionHost(loop: loop, spec) }
         identity = host.identity
         bluetooth = host.bluetooth
         udp = host.udp
@@ -93,9 +98,9 @@ final class NodeApp {
         if !settings.quiet { Console.out("[\(settings.name)] \(line)\n") }
     }
 
-    func run() throws {
-        session.onEvent = { [unowned self] in self.handle($0) }
-        pairingAgent?.onEvent = { [unowned self] e in self.log("\(e)") }
+    func run() throws(NodeFailure) {
+        session.onEvent = { [weakSelf] in weakSelf.owner?.handle($0) }
+        pairingAgent?.onEvent = { [weakSelf] e in weakSelf.owner?.log("\(e)") }
         var info: [(String, String?)] = [
             ("v", "1"), ("id", identity.peerID.description), ("board", settings.board),
             ("caps", "hr,motion"), ("profile", settings.profile.name),
@@ -103,36 +108,39 @@ final class NodeApp {
         // `peer` is the key browsers match an LE advertiser's peer tag against (one node, two routes).
         if settings.transport == .any { info.append(("peer", identity.peerID.description)) }
         if let udp {
-            advertiser = try Discovery.advertise(on: loop, serviceType: settings.service, instanceName: settings.name,
-                                                 info: info, port: udp.localAddress.port, interfaces: settings.interfaces) { [unowned self] e in
+            advertiser = try attempt { () throws(DiscoveryRuntimeError) in try Discovery.advertise(on: loop, serviceType: settings.service, instanceName: settings.name,
+                                                 info: info, port: udp.localAddress.port, interfaces: settings.interfaces) { [weakSelf] e in
+                guard let self = weakSelf.owner else { return }
                 self.log("discovery: \(HumanWords.advertiser(e))")
-            }
+            } }
             log("advertising \(settings.service) as '\(settings.name)' on UDP port \(udp.localAddress.port)")
         }
         if let bluetooth { try advertiseOverLE(bluetooth) }
         lights?.driver.show(.advertising)
-        if (try? lights?.watchButton(on: loop) { [unowned self] e in self.button(e) }) != nil, lights?.button != nil { hasButton = true }
+        if (try? lights?.watchButton(on: loop) { [weakSelf] e in weakSelf.owner?.button(e) }) != nil, lights?.button != nil { hasButton = true }
         if settings.policy == .ask, !hasButton {
             log("no button on board '\(settings.board)': only trusted hubs (\(trust?.count ?? 0) in \(settings.trustStorePath)) are admitted, "
                 + "every other invitation is declined; pin a hub with --accept <its peer ID>")
         }
-        try loop.onSignal([.interrupt, .terminate]) { [unowned self] _ in self.shutdown() }
+        try attempt { () throws(IOError) in try loop.onSignal([.interrupt, .terminate]) { [weakSelf] _ in weakSelf.owner?.shutdown() } }
         if settings.duration > 0 {
-            loop.schedule(after: .milliseconds(Int64(settings.duration * 1000))) { [unowned self] in self.shutdown() }
+            loop.schedule(after: .milliseconds(Int64(settings.duration * 1000))) { [weakSelf] in weakSelf.owner?.shutdown() }
         }
-        try loop.run()
-        if let failure { throw failure }
+        try attempt { () throws(IOError) in try loop.run() }
+        if let failure { throw failure.nodeFailure }
     }
 
     /// LE advertising: service hash, PSM, name (scan response), peer tag (first two bytes of the ID).
-    func advertiseOverLE(_ host: BluetoothSessionHost) throws {
+    func advertiseOverLE(_ host: BluetoothSessionHost) throws(NodeFailure) {
         let id = identity.peerID.bytes
         var flags: PiconetServiceData.Flags = settings.policy == .declineAll ? [] : [.acceptsInvitations]
         if settings.transport == .any { flags.insert(.alsoOnWiFi) }
-        let ad = try BluetoothAdvertisement(service: try ServiceType(settings.service), psm: settings.psm, name: settings.name,
-                                            flags: flags, peerTag: UInt16(id[0]) << 8 | UInt16(id[1]))
-        let le = try BluetoothAdvertiser(loop: loop, adapter: host.bluetooth.adapter, advertisement: ad)
-        le.onEvent = { [unowned self] e in
+        let service = try attempt { () throws(DiscoveryError) in try ServiceType(settings.service) }
+        let ad = try attempt { () throws(DiscoveryError) in try BluetoothAdvertisement(service: service, psm: settings.psm, name: settings.name,
+                                                          flags: flags, peerTag: UInt16(id[0]) << 8 | UInt16(id[1])) }
+        let le = try attempt { () throws(BluetoothError) in try BluetoothAdvertiser(loop: loop, adapter: host.bluetooth.adapter, advertisement: ad) }
+        le.onEvent = { [weakSelf] e in
+            guard let self = weakSelf.owner else { return }
             switch e {
             case let .advertising(adapter, psm):
                 self.log("advertising \(self.settings.service) as '\(self.settings.name)' over Bluetooth LE on \(adapter) (\(host.bluetooth.adapter.address)) psm \(psm)")
@@ -142,7 +150,7 @@ final class NodeApp {
                 self.shutdown()
             }
         }
-        host.bluetooth.onChannelEvent = { [unowned self] e in self.log(HumanWords.channel(e)) }
+        host.bluetooth.onChannelEvent = { [weakSelf] e in weakSelf.owner?.log(HumanWords.channel(e)) }
         le.start()
         leAdvertiser = le
     }
@@ -159,7 +167,7 @@ final class NodeApp {
         pairingAgent?.close()
         // One more turn lets the goodbye and close datagrams leave; the LE instance is removed
         // first (at most 2 s), so a restarted node does not find a stale advertisement.
-        let stop = { [unowned self] in _ = self.loop.schedule(after: .milliseconds(50)) { [unowned self] in self.loop.stop() } }
+        let stop = { [weakSelf] in _ = weakSelf.owner?.loop.schedule(after: .milliseconds(50)) { [weakSelf] in weakSelf.owner?.loop.stop() } }
         if let le = leAdvertiser { le.stop(done: stop) } else { stop() }
     }
 
@@ -271,7 +279,8 @@ final class NodeApp {
         }
         if let timer = consentTimer { loop.cancel(timer) }
         consentTimer = consent.nextDeadline.map { deadline in
-            loop.schedule(at: deadline) { [unowned self] in
+            loop.schedule(at: deadline) { [weakSelf] in
+                guard let self = weakSelf.owner else { return }
                 self.consentTimer = nil
                 self.apply(self.consent.timerFired(at: self.loop.now))
             }
@@ -286,8 +295,8 @@ final class NodeApp {
         guard streamTimer == nil else { return }
         // Samples generated while no hub listened are not news: start from now.
         _ = wearable.samples(upTo: loop.now)
-        streamTimer = loop.scheduleRepeating(every: Self.batchPeriod) { [unowned self] in self.pump() }
-        summaryTimer = loop.scheduleRepeating(every: Self.summaryPeriod) { [unowned self] in self.sendSummary() }
+        streamTimer = loop.scheduleRepeating(every: Self.batchPeriod) { [weakSelf] in weakSelf.owner?.pump() }
+        summaryTimer = loop.scheduleRepeating(every: Self.summaryPeriod) { [weakSelf] in weakSelf.owner?.sendSummary() }
     }
 
     func stopStreaming() {
@@ -330,4 +339,64 @@ struct NodeInvitation: Equatable {
     var id: InvitationID
     var peer: PeerID
     var name: String
+}
+
+/// Why the node could not start or stopped: the failure as its layer reported it, the line
+/// `main` prints, and the exit status (69 for a missing interface or adapter, 77 for a key
+/// file refused as too open, 1 otherwise). Typed, because Embedded Swift has no `any Error`.
+enum NodeFailure: Error, CustomStringConvertible {
+    case session(SessionRuntimeError)
+    case discovery(DiscoveryRuntimeError)
+    case system(IOError)
+    /// Board profile, Bluetooth adapter, LE advertising, trust store: printed as their own text.
+    case other(description: String, unavailable: Bool)
+
+    var description: String {
+        switch self {
+        case let .session(e): return e.description
+        case let .discovery(e): return e.description
+        case let .system(e): return e.description
+        case let .other(text, _): return text
+        }
+    }
+
+    var exitStatus: Int32 {
+        switch self {
+        case .discovery: return ExitStatus.unavailable
+        case let .session(e):
+            if case .keyFile(.tooOpen) = e { return ExitStatus.permission }
+            return e.isUnavailable ? ExitStatus.unavailable : ExitStatus.failure
+        case let .other(_, unavailable): return unavailable ? ExitStatus.unavailable : ExitStatus.failure
+        case .system: return ExitStatus.failure
+        }
+    }
+}
+
+/// An error a node step can fail with, as a `NodeFailure`.
+protocol NodeFailureConvertible: Error { var nodeFailure: NodeFailure { get } }
+
+extension SessionRuntimeError: NodeFailureConvertible { var nodeFailure: NodeFailure { .session(self) } }
+extension DiscoveryRuntimeError: NodeFailureConvertible { var nodeFailure: NodeFailure { .discovery(self) } }
+extension IOError: NodeFailureConvertible { var nodeFailure: NodeFailure { .system(self) } }
+extension BoardProfileError: NodeFailureConvertible { var nodeFailure: NodeFailure { .other(description: description, unavailable: false) } }
+extension BluetoothError: NodeFailureConvertible { var nodeFailure: NodeFailure { .other(description: description, unavailable: isUnavailable) } }
+extension SessionHostError: NodeFailureConvertible {
+    var nodeFailure: NodeFailure {
+        switch self {
+        case let .session(e): return .session(e)
+        case let .bluetooth(e): return e.nodeFailure
+        case let .trustStore(e): return e.nodeFailure
+        }
+    }
+}
+extension BluetoothSessionError: NodeFailureConvertible { var nodeFailure: NodeFailure { .other(description: description, unavailable: false) } }
+extension TrustStoreFile.Failure: NodeFailureConvertible { var nodeFailure: NodeFailure { .other(description: description, unavailable: false) } }
+extension DiscoveryError: NodeFailureConvertible { var nodeFailure: NodeFailure { .other(description: description, unavailable: false) } }
+extension NodeSettings.Invalid: NodeFailureConvertible {
+    var nodeFailure: NodeFailure { .other(description: description, unavailable: false) }
+}
+
+/// Runs one step of starting or running the node; its typed error becomes a `NodeFailure`.
+func attempt<T, E: NodeFailureConvertible>(_ body: () throws(E) -> T) throws(NodeFailure) -> T {
+    do { return try body() } catch { throw error.nodeFailure }
 }

@@ -52,69 +52,133 @@ struct NodeSettings {
         var description: String
     }
 
-    static func resolve(_ c: ParsedCommandLine) throws -> NodeSettings {
-        let config = c.string("config")
-        let file = try config.map { path throws(ConfigFile.Failure) in try ConfigFile.load(path, keys: configKeys) }
-        let host = DiscoveryInterfaces.systemHostName().label
-        let stateDirectory = try file?.string("state-dir") ?? "/var/lib/piconet"
-        var s = NodeSettings(
-            name: try c.string("name") ?? file?.string("name") ?? host,
-            identityPath: try c.string("identity") ?? file?.string("identity") ?? stateDirectory + "/identity.key",
-            seed: try c.integer("seed", as: UInt64.self) ?? file?.integer("seed", in: 0...Int64.max).map { UInt64($0) }
-                ?? UInt64(WallClock.nanosecondsSinceEpoch() & 0xFFFF_FFFF))
-        if let v = try file?.string("role"), v != "node" {
-            throw ConfigFile.Failure(path: config ?? "", key: "role", why: "is '\(v)', and this is piconet-node", fix: "give this file to piconet-\(v)")
+    /// Why the settings could not be resolved; each kind prints and exits as `main` says.
+    enum SettingsError: Error {
+        /// A flag's value (exit 64, `spec.errorLine`).
+        case commandLine(CommandLineError)
+        /// The config file or one of its keys (exit 78).
+        case config(ConfigFile.Failure)
+        /// A combination or value the node refuses (exit 64).
+        case invalid(description: String)
+    }
+
+    /// The config file's keys with failures as `SettingsError` (no file: every key is absent).
+    struct ConfigLookup {
+        let file: ConfigFile?
+        func string(_ key: String) throws(SettingsError) -> String? {
+            do { return try file?.string(key) } catch { throw .config(error) }
         }
-        s.trustStorePath = try c.string("trust-store") ?? file?.string("trust-store") ?? TrustStoreFile.defaultPath(nextTo: s.identityPath)
-        s.service = try c.string("service") ?? file?.string("service") ?? s.service
-        s.interfaces = try c.strings("interface").isEmpty ? (file?.strings("interface") ?? []) : c.strings("interface")
-        s.port = try c.integer("port", as: UInt16.self) ?? file?.integer("port", in: 0...65535).map { UInt16($0) } ?? 0
-        s.board = try c.string("board") ?? file?.string("board") ?? "none"
-        s.boardsDirectory = try c.string("boards-dir") ?? file?.string("boards-dir")
-        s.duration = try c.number("duration", in: 0...OptionRange.longestSeconds) ?? 0
+        func strings(_ key: String) throws(SettingsError) -> [String]? {
+            do { return try file?.strings(key) } catch { throw .config(error) }
+        }
+        func integer(_ key: String, in range: ClosedRange<Int64>) throws(SettingsError) -> Int64? {
+            do { return try file?.integer(key, in: range) } catch { throw .config(error) }
+        }
+        func number(_ key: String, in range: ClosedRange<Double>) throws(SettingsError) -> Double? {
+            do { return try file?.number(key, in: range) } catch { throw .config(error) }
+        }
+    }
+
+    /// A flag, else the config key of the same name (flags override the file).
+    struct OptionLookup {
+        let flags: FlagLookup
+        let file: ConfigLookup
+        func string(_ key: String) throws(SettingsError) -> String? {
+            if let v = flags.line.string(key) { return v }
+            return try file.string(key)
+        }
+        func integer<T: FixedWidthInteger>(_ key: String, as type: T.Type, fileRange: ClosedRange<Int64>) throws(SettingsError) -> T? {
+            if let v = try flags.integer(key, as: type) { return v }
+            return try file.integer(key, in: fileRange).map { T($0) }
+        }
+        func number(_ key: String, in range: ClosedRange<Double>) throws(SettingsError) -> Double? {
+            if let v = try flags.number(key, in: range) { return v }
+            return try file.number(key, in: range)
+        }
+    }
+
+    /// The flags whose parsing can fail, with failures as `SettingsError`.
+    struct FlagLookup {
+        let line: ParsedCommandLine
+        func integer<T: FixedWidthInteger>(_ name: String, as type: T.Type) throws(SettingsError) -> T? {
+            do { return try line.integer(name, as: type) } catch { throw .commandLine(error) }
+        }
+        func number(_ name: String, in range: ClosedRange<Double>) throws(SettingsError) -> Double? {
+            do { return try line.number(name, in: range) } catch { throw .commandLine(error) }
+        }
+    }
+
+    static func resolve(_ c: ParsedCommandLine) throws(SettingsError) -> NodeSettings {
+        let config = c.string("config")
+        let loaded: ConfigFile?
+        do { loaded = try config.map { path throws(ConfigFile.Failure) in try ConfigFile.load(path, keys: configKeys) } }
+        catch { throw .config(error) }
+        let file = ConfigLookup(file: loaded), cl = FlagLookup(line: c), opt = OptionLookup(flags: cl, file: file)
+        let host = DiscoveryInterfaces.systemHostName().label
+        let stateDirectory = try file.string("state-dir") ?? "/var/lib/piconet"
+        var s = NodeSettings(
+            name: try opt.string("name") ?? host,
+            identityPath: try opt.string("identity") ?? stateDirectory + "/identity.key",
+            seed: try opt.integer("seed", as: UInt64.self, fileRange: 0...Int64.max)
+                ?? UInt64(WallClock.nanosecondsSinceEpoch() & 0xFFFF_FFFF))
+        if let v = try file.string("role"), v != "node" {
+            throw .config(ConfigFile.Failure(path: config ?? "", key: "role", why: "is '\(v)', and this is piconet-node", fix: "give this file to piconet-\(v)"))
+        }
+        s.trustStorePath = try opt.string("trust-store") ?? TrustStoreFile.defaultPath(nextTo: s.identityPath)
+        s.service = try opt.string("service") ?? s.service
+        s.interfaces = try c.strings("interface").isEmpty ? (file.strings("interface") ?? []) : c.strings("interface")
+        s.port = try opt.integer("port", as: UInt16.self, fileRange: 0...65535) ?? 0
+        s.board = try opt.string("board") ?? "none"
+        s.boardsDirectory = try opt.string("boards-dir")
+        s.duration = try cl.number("duration", in: 0...OptionRange.longestSeconds) ?? 0
         s.quiet = c.flag("quiet")
-        if let hz = try c.number("motion-hz", in: 1...200) ?? file?.number("motion-hz", in: 1...200) {
+        if let hz = try opt.number("motion-hz", in: 1...200) {
             s.motionHz = hz
         }
-        let profileName = try c.string("profile") ?? file?.string("profile") ?? "workout"
+        let profileName = try opt.string("profile") ?? "workout"
         guard let p = WearableProfile.named(profileName) else {
-            throw Invalid(description: "unknown profile '\(profileName)'; choose one of \(WearableProfile.all.map(\.name).joined(separator: ", "))")
+            throw SettingsError.invalid(description: "unknown profile '\(profileName)'; choose one of \(WearableProfile.all.map { $0.name }.joined(separator: ", "))")
         }
         s.profile = p
-        let acceptText = try c.string("accept") ?? file?.string("accept") ?? ((try file?.strings("allow-list")).map { $0.joined(separator: ",") }) ?? "ask"
+        let allowList = try file.strings("allow-list")?.joined(separator: ",")
+        let acceptText = try opt.string("accept") ?? allowList ?? "ask"
         (s.policy, s.policyText) = try parsePolicy(acceptText)
-        s.encryption = try parseEncryption(c.string("encryption") ?? file?.string("encryption") ?? "required")
-        s.adapter = try c.string("adapter") ?? file?.string("adapter")
-        let transportText = try c.string("transport") ?? file?.string("transport") ?? "wifi"
+        s.encryption = try parseEncryption(opt.string("encryption") ?? "required")
+        s.adapter = try opt.string("adapter")
+        let transportText = try opt.string("transport") ?? "wifi"
         do throws(RadioTransport.Invalid) {
             s.transport = try RadioTransport.parse(transportText, adapter: s.adapter)
-        } catch { throw Invalid(description: error.description) }
-        if let psm = try c.integer("psm", as: UInt16.self) ?? file?.integer("psm", in: 0...65535).map({ UInt16($0) }) {
+        } catch { throw SettingsError.invalid(description: error.description) }
+        if let psm = try opt.integer("psm", as: UInt16.self, fileRange: 0...65535) {
             guard BluetoothAdvertisement.lePSMRange.contains(psm) else {
-                throw Invalid(description: "--psm takes an LE PSM in 128...255, not \(psm)")
+                throw SettingsError.invalid(description: "--psm takes an LE PSM in 128...255, not \(psm)")
             }
             s.psm = psm
         }
-        let securityText = try c.string("security") ?? file?.string("security")
-        let pairingText = try c.string("pairing") ?? file?.string("pairing")
+        let securityText = try opt.string("security")
+        let pairingText = try opt.string("pairing")
         do throws(LinkSecurity.Invalid) {
             s.linkSecurity = try LinkSecurity.parse(level: securityText, pairing: pairingText)
-        } catch { throw Invalid(description: error.description) }
+        } catch { throw SettingsError.invalid(description: error.description) }
         if s.linkSecurity != LinkSecurity(), !s.transport.usesBluetooth {
-            throw Invalid(description: "--security and --pairing need --transport bluetooth or any")
+            throw SettingsError.invalid(description: "--security and --pairing need --transport bluetooth or any")
         }
         return s
     }
 
     /// `--accept` and `--encryption` through the parsers every binary shares (PiconetRuntime).
-    static func parsePolicy(_ text: String) throws -> (InvitationPolicy, String) {
-        let policy = try InvitationPolicy(option: text)
-        return (policy, policy.optionText)
+    static func parsePolicy(_ text: String) throws(SettingsError) -> (InvitationPolicy, String) {
+        do {
+            let policy = try InvitationPolicy(option: text)
+            return (policy, policy.optionText)
+        } catch {
+            throw SettingsError.commandLine(error)
+        }
     }
 
-    static func parseEncryption(_ text: String) throws -> EncryptionPreference {
+    static func parseEncryption(_ text: String) throws(SettingsError) -> EncryptionPreference {
         guard let e = EncryptionPreference(option: text) else {
-            throw Invalid(description: "--encryption takes \(EncryptionPreference.optionHelp), not '\(text)'")
+            throw SettingsError.invalid(description: "--encryption takes \(EncryptionPreference.optionHelp), not '\(text)'")
         }
         return e
     }

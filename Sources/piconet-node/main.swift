@@ -49,7 +49,7 @@ enum NodeCommand {
             .value("accept", "policy", help: "Consent policy: ask (the default: trusted keys, else the button), tofu, all, none, or a comma-separated list of hub peer IDs."),
             .value("encryption", "mode", help: "Encryption preference: required, optional or none."),
             .value("profile", "profile",
-                   help: "Simulated wearable profile: \(WearableProfile.all.map(\.name).joined(separator: ", "))."),
+                   help: "Simulated wearable profile: \(WearableProfile.all.map { $0.name }.joined(separator: ", "))."),
             .value("seed", "n", help: "Seed of the simulated wearable (same seed, same samples)."),
             .value("motion-hz", "hz", help: "Motion sample rate in Hz (1-200)."),
             .value("board", "id", help: "Board profile id from Boards/ (LEDs and button); 'none' for no GPIO."),
@@ -85,43 +85,33 @@ enum NodeCommand {
             return ExitStatus.usage
         }
         let settings: NodeSettings
-        do { settings = try NodeSettings.resolve(options) } catch let e as ConfigFile.Failure {
-            Console.err(usageErrorLine("piconet-node", e.description) + "\n")
-            return ExitStatus.configuration
-        } catch let e as CommandLineError {
-            Console.err(spec.errorLine(e) + "\n")
-            return ExitStatus.usage
-        } catch {
-            Console.err(usageErrorLine("piconet-node", "\(error)", fix: "see 'piconet-node --help'") + "\n")
-            return ExitStatus.usage
+        do { settings = try NodeSettings.resolve(options) } catch {
+            switch error {
+            case let .config(e):
+                Console.err(usageErrorLine("piconet-node", e.description) + "\n")
+                return ExitStatus.configuration
+            case let .commandLine(e):
+                Console.err(spec.errorLine(e) + "\n")
+                return ExitStatus.usage
+            case let .invalid(description):
+                Console.err(usageErrorLine("piconet-node", description, fix: "see 'piconet-node --help'") + "\n")
+                return ExitStatus.usage
+            }
         }
         do {
             let app = try NodeApp(settings)
             try app.run()
-        } catch SessionHostError.session(.addressInUse) where settings.port != 0 {
-            // The session socket is the only fixed port the node binds (mDNS shares 5353).
-            Console.err("piconet-node: error: UDP port \(settings.port) is in use (stop what holds it, or give another --port; 0 takes any free one)\n")
-            return ExitStatus.unavailable
         } catch {
+            if case .session(.addressInUse) = error, settings.port != 0 {
+                // The session socket is the only fixed port the node binds (mDNS shares 5353).
+                Console.err("piconet-node: error: UDP port \(settings.port) is in use (stop what holds it, or give another --port; 0 takes any free one)\n")
+                return ExitStatus.unavailable
+            }
             Console.err("piconet-node: error: \(error)\n")
-            return exitStatus(for: error)
+            return error.exitStatus
         }
         return 0
     }
-
-    /// The status for a failure while starting or running: a missing interface or adapter is
-    /// "unavailable" (69) in every binary; a refused key file is a permission problem (77).
-    static func exitStatus(for error: any Error) -> Int32 {
-        switch error {
-        case is DiscoveryRuntimeError: return ExitStatus.unavailable
-        case let e as SessionHostError: return e.exitStatus
-        case let e as BluetoothError: return e.isUnavailable ? ExitStatus.unavailable : ExitStatus.failure
-        case let e as SessionRuntimeError:
-            if case .keyFile(.tooOpen) = e { return ExitStatus.permission }
-            return e.isUnavailable ? ExitStatus.unavailable : ExitStatus.failure
-        default: return ExitStatus.failure
-        }
-    }
 }
 
-CurrentProcess.exit(NodeCommand.main(Array(CommandLine.arguments.dropFirst())))
+CurrentProcess.exit(NodeCommand.main(Array(CurrentProcess.arguments.dropFirst())))

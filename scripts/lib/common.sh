@@ -66,3 +66,17 @@ netns_end() {
   done
   for ns in "$@"; do ip netns pids "$ns" 2>/dev/null | xargs -r kill -9 2>/dev/null || true; done
 }
+
+# embedded_node: builds piconet-node in Embedded Swift (PICONET_EMBEDDED=1: no Swift runtime,
+# what a board runs) and prints the binary's path; build output goes to stderr. Every stage
+# that runs the node uses this, so the tests run the form that ships. $PICONET_NODE_BIN, if
+# set, is used instead (no build). Scratch: $PICONET_EMBEDDED_SCRATCH (default .build-embedded).
+# Cost: a warm rebuild is seconds; a cold one about 5 minutes of two cores here (whole-module,
+# -Osize, every module of the node), once per checkout, shared by all stages.
+embedded_node() {
+  if [ -n "${PICONET_NODE_BIN:-}" ]; then printf '%s\n' "$PICONET_NODE_BIN"; return 0; fi
+  local scratch=${PICONET_EMBEDDED_SCRATCH:-$PICONET_ROOT/.build-embedded}
+  local args=(-c release --package-path "$PICONET_ROOT" --scratch-path "$scratch" -Xswiftc -Osize)
+  PICONET_EMBEDDED=1 swift build "${args[@]}" --product piconet-node >&2 || return 1
+  printf '%s/piconet-node\n' "$(PICONET_EMBEDDED=1 swift build "${args[@]}" --show-bin-path)"
+}

@@ -6,9 +6,10 @@
 #   PICONET_ROOT       the checkout (read-only in the guest, writes go to a tmpfs overlay)
 #   PICONET_TEST_BIN   the Swift test bundle (.build/debug/PiconetPackageTests.xctest)
 #   PICONET_BIN_DIR    where the built executables are (piconet, ...)
+#   PICONET_NODE_BIN   piconet-node as a board gets it (the Embedded Swift build)
 #   PICONET_VM_ONLY    optional: run only guest.d scripts whose name contains this
 . "$VMTEST_WORK/vm-test.env"
-export PICONET_ROOT PICONET_TEST_BIN PICONET_BIN_DIR
+export PICONET_ROOT PICONET_TEST_BIN PICONET_BIN_DIR PICONET_NODE_BIN
 P=0; F=0; S=0
 echo "guest: kernel $(uname -r), $(nproc) cpus, uptime $(cut -d' ' -f1 /proc/uptime)s"
 for t in "$PICONET_ROOT"/scripts/vm/guest.d/*.sh; do

@@ -1,6 +1,5 @@
 // The syscall layer, batched datagram I/O (see Syscall.swift for the funnel every entry goes through).
 import CPiconetPosix
-import Glibc
 
 extension Sys {
     /// Receives up to `count` datagrams into the prepared `vector` in one call; returns how many

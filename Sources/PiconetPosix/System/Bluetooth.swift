@@ -1,6 +1,5 @@
 // The syscall layer, AF_BLUETOOTH (L2CAP sockets, HCI device queries, the mgmt control channel) (see Syscall.swift for the funnel every entry goes through).
 import CPiconetPosix
-import Glibc
 
 extension Sys {
     /// The corresponding C function is `bind`, for a family-specific address (sockaddr_l2, sockaddr_hci).
@@ -8,7 +7,7 @@ extension Sys {
         var a = rawAddress
         let len = socklen_t(MemoryLayout<A>.size)
         _ = try syscallBlocking("bind", [Int(fd), Int(len)]) {
-            withUnsafePointer(to: &a) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { Glibc.bind(fd, $0, len) } }
+            withUnsafePointer(to: &a) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { CPiconetPosix.bind(fd, $0, len) } }
         }
     }
 
@@ -19,7 +18,7 @@ extension Sys {
         let len = socklen_t(MemoryLayout<A>.size)
         do {
             let r = try syscall("connect", [Int(fd), Int(len)]) {
-                withUnsafePointer(to: &a) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { Glibc.connect(fd, $0, len) } }
+                withUnsafePointer(to: &a) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { CPiconetPosix.connect(fd, $0, len) } }
             }
             if case .wouldBlock = r { return .wouldBlock }
             return .processed(())
@@ -52,7 +51,7 @@ extension Sys {
         var v = initial
         var len = socklen_t(MemoryLayout<T>.size)
         _ = try syscallBlocking("getsockopt", [Int(fd), Int(level), Int(name), MemoryLayout<T>.size]) {
-            withUnsafeMutableBytes(of: &v) { Glibc.getsockopt(fd, level, name, $0.baseAddress, &len) }
+            withUnsafeMutableBytes(of: &v) { CPiconetPosix.getsockopt(fd, level, name, $0.baseAddress, &len) }
         }
         return v
     }
@@ -62,7 +61,7 @@ extension Sys {
         guard MemoryLayout<T>.size > 0 else { throw IOError(errno: EINVAL, syscall: "ioctl") }
         _ = try syscallBlocking("ioctl", [Int(fd), Int(request)]) {
             withUnsafeMutableBytes(of: &value) { p -> CInt in
-                Glibc.ioctl(fd, request, p.baseAddress!)  // non-empty: checked above
+                piconet_ioctl(fd, request, p.baseAddress!)  // non-empty: checked above
             }
         }
     }
@@ -72,13 +71,13 @@ extension Sys {
         guard !bytes.isEmpty else { throw IOError(errno: EINVAL, syscall: "ioctl") }
         _ = try syscallBlocking("ioctl", [Int(fd), Int(request), bytes.count]) {
             bytes.withUnsafeMutableBytes { p -> CInt in
-                Glibc.ioctl(fd, request, p.baseAddress!)  // non-empty: checked above
+                piconet_ioctl(fd, request, p.baseAddress!)  // non-empty: checked above
             }
         }
     }
 
     /// The corresponding C function is `open` (read-only, non-blocking, close-on-exec).
     static func openReadOnly(_ path: String) throws(IOError) -> CInt {
-        try syscallBlocking("open", []) { Glibc.open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC) }
+        try syscallBlocking("open", []) { piconet_open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC, 0) }
     }
 }

@@ -1,6 +1,5 @@
 // The syscall layer, epoll, eventfd, timerfd, signalfd (see Syscall.swift for the funnel every entry goes through).
 import CPiconetPosix
-import Glibc
 
 extension Sys {
     // MARK: epoll, eventfd, timerfd, signalfd
@@ -71,7 +70,7 @@ extension Sys {
         var info = signalfd_siginfo()
         let size = MemoryLayout<signalfd_siginfo>.size
         let r = try withUnsafeMutableBytes(of: &info) { (p) throws(IOError) -> IOResult<Int> in
-            try syscall("read", [Int(fd), size]) { Glibc.read(fd, p.baseAddress, size) }
+            try syscall("read", [Int(fd), size]) { CPiconetPosix.read(fd, p.baseAddress, size) }
         }
         switch r {
         case .wouldBlock: return .wouldBlock

@@ -1,6 +1,5 @@
 // The syscall layer, descriptors and small files (see Syscall.swift for the funnel every entry goes through).
 import CPiconetPosix
-import Glibc
 
 extension Sys {
     // MARK: descriptors
@@ -8,8 +7,8 @@ extension Sys {
     /// The corresponding C function is `close`. Never retried: on Linux the fd is gone even on EINTR.
     static func close(_ fd: CInt) throws(IOError) {
         if let forced = syscallHook("close", [Int(fd)]) { throw IOError(errno: forced, syscall: "close") }
-        if Glibc.close(fd) == -1 {
-            let e = Glibc.errno
+        if CPiconetPosix.close(fd) == -1 {
+            let e = piconet_errno()
             if e == EINTR { return }
             if e == EBADF { preconditionFailure("close(\(fd)): bad descriptor — closed twice, a bug in Piconet") }
             throw IOError(errno: e, syscall: "close")
@@ -18,12 +17,12 @@ extension Sys {
 
     /// The corresponding C function is `read`.
     static func read(_ fd: CInt, _ buffer: UnsafeMutableRawBufferPointer) throws(IOError) -> IOResult<Int> {
-        try syscall("read", [Int(fd), buffer.count]) { Glibc.read(fd, buffer.baseAddress, buffer.count) }
+        try syscall("read", [Int(fd), buffer.count]) { CPiconetPosix.read(fd, buffer.baseAddress, buffer.count) }
     }
 
     /// The corresponding C function is `write`.
     static func write(_ fd: CInt, _ buffer: UnsafeRawBufferPointer) throws(IOError) -> IOResult<Int> {
-        try syscall("write", [Int(fd), buffer.count]) { Glibc.write(fd, buffer.baseAddress, buffer.count) }
+        try syscall("write", [Int(fd), buffer.count]) { CPiconetPosix.write(fd, buffer.baseAddress, buffer.count) }
     }
 
     /// The corresponding C function is `pipe2` (with O_CLOEXEC | O_NONBLOCK).
@@ -41,47 +40,47 @@ extension Sys {
     // MARK: small files (identity keys, trust stores)
     /// The corresponding C function is `open` (with O_CLOEXEC; `mode` applies on create).
     static func open(_ path: String, flags: CInt, mode: mode_t = 0) throws(IOError) -> CInt {
-        try syscallBlocking("open", [Int(flags), Int(mode)]) { Glibc.open(path, flags | O_CLOEXEC, mode) }
+        try syscallBlocking("open", [Int(flags), Int(mode)]) { piconet_open(path, flags | O_CLOEXEC, mode) }
     }
 
     /// The corresponding C function is `fstat`: the file's permission bits and size.
     static func fileStatus(_ fd: CInt) throws(IOError) -> (mode: mode_t, size: Int, owner: uid_t) {
         var st = stat()
-        _ = try syscallBlocking("fstat", [Int(fd)]) { Glibc.fstat(fd, &st) }
+        _ = try syscallBlocking("fstat", [Int(fd)]) { CPiconetPosix.fstat(fd, &st) }
         return (st.st_mode, Int(st.st_size), st.st_uid)
     }
 
     /// The corresponding C function is `fchmod`.
     static func changeMode(_ fd: CInt, _ mode: mode_t) throws(IOError) {
-        _ = try syscallBlocking("fchmod", [Int(fd), Int(mode)]) { Glibc.fchmod(fd, mode) }
+        _ = try syscallBlocking("fchmod", [Int(fd), Int(mode)]) { CPiconetPosix.fchmod(fd, mode) }
     }
 
     /// The corresponding C function is `fsync`.
     static func fsync(_ fd: CInt) throws(IOError) {
-        _ = try syscallBlocking("fsync", [Int(fd)]) { Glibc.fsync(fd) }
+        _ = try syscallBlocking("fsync", [Int(fd)]) { CPiconetPosix.fsync(fd) }
     }
 
     /// The corresponding C function is `rename`.
     static func rename(_ from: String, _ to: String) throws(IOError) {
-        _ = try syscallBlocking("rename", []) { Glibc.rename(from, to) }
+        _ = try syscallBlocking("rename", []) { CPiconetPosix.rename(from, to) }
     }
 
     /// The corresponding C function is `unlink`.
     /// Best effort (a temporary file left behind): errors are ignored.
     static func unlink(_ path: String) {
-        _ = try? syscallBlocking("unlink", []) { Glibc.unlink(path) }
+        _ = try? syscallBlocking("unlink", []) { CPiconetPosix.unlink(path) }
     }
 
     /// The corresponding C function is `unlink`.
     static func removeFile(_ path: String) throws(IOError) {
-        _ = try syscallBlocking("unlink", []) { Glibc.unlink(path) }
+        _ = try syscallBlocking("unlink", []) { CPiconetPosix.unlink(path) }
     }
 
     /// The corresponding C function is `mkdir`.
     /// A directory that already exists is not an error.
     static func makeDirectory(_ path: String, mode: mode_t) throws(IOError) {
         do {
-            _ = try syscallBlocking("mkdir", [Int(mode)]) { Glibc.mkdir(path, mode) }
+            _ = try syscallBlocking("mkdir", [Int(mode)]) { CPiconetPosix.mkdir(path, mode) }
         } catch where error.errno == EEXIST {
         }
     }
@@ -90,7 +89,7 @@ extension Sys {
     static func isDirectory(_ path: String) -> Bool {
         var st = stat()
         guard (try? syscallBlocking("stat", [], { () -> CInt in stat(path, &st) })) != nil else { return false }
-        return (st.st_mode & S_IFMT) == S_IFDIR
+        return (st.st_mode & mode_t(S_IFMT)) == mode_t(S_IFDIR)
     }
 
     /// The names in a directory (without "." and ".."), in no particular order.
@@ -100,9 +99,9 @@ extension Sys {
         var dir: OpaquePointer?
         while true {
             dir = opendir(path)
-            if dir != nil || Glibc.errno != EINTR { break }
+            if dir != nil || piconet_errno() != EINTR { break }
         }
-        guard let dir else { throw IOError(errno: Glibc.errno, syscall: "opendir") }
+        guard let dir else { throw IOError(errno: piconet_errno(), syscall: "opendir") }
         defer { closedir(dir) }
         var names: [String] = []
         while let e = readdir(dir) {

@@ -1,6 +1,5 @@
 // The syscall layer, threads and processes (see Syscall.swift for the funnel every entry goes through).
 import CPiconetPosix
-import Glibc
 
 extension Sys {
     // MARK: threads, processes
@@ -28,7 +27,7 @@ extension Sys {
     static func hostName() throws(IOError) -> String {
         var buffer = [CChar](repeating: 0, count: 256)
         _ = try syscallBlocking("gethostname", [buffer.count]) {
-            buffer.withUnsafeMutableBufferPointer { Glibc.gethostname($0.baseAddress!, $0.count - 1) }
+            buffer.withUnsafeMutableBufferPointer { CPiconetPosix.gethostname($0.baseAddress!, $0.count - 1) }
         }
         return String(decoding: buffer.prefix(while: { $0 != 0 }).map { UInt8(bitPattern: $0) }, as: UTF8.self)
     }
@@ -36,27 +35,25 @@ extension Sys {
     /// Ends the process after flushing stdio. The corresponding C function is `exit`.
     static func exit(_ status: CInt) -> Never {
         _ = syscallHook("exit", [Int(status)])
-        Glibc.exit(status)
+        CPiconetPosix.exit(status)
     }
 
     /// Restores the default action for `signal` (a second Ctrl-C then ends the process at once).
     /// The corresponding C function is `signal(_, SIG_DFL)`.
     static func restoreDefaultAction(_ signal: CInt) throws(IOError) {
         if let forced = syscallHook("signal", [Int(signal)]) { throw IOError(errno: forced, syscall: "signal") }
-        // SIG_ERR is the handler value -1, which Swift cannot compare as a function.
-        let previous = Glibc.signal(signal, SIG_DFL)
-        if unsafeBitCast(previous, to: Int.self) == -1 { throw IOError(errno: Glibc.errno, syscall: "signal") }
+        if piconet_signal_default(signal) == -1 { throw IOError(errno: piconet_errno(), syscall: "signal") }
     }
 
     /// The corresponding C function is `kill`.
     static func kill(_ pid: pid_t, _ signal: CInt) throws(IOError) {
-        _ = try syscallBlocking("kill", [Int(pid), Int(signal)]) { Glibc.kill(pid, signal) }
+        _ = try syscallBlocking("kill", [Int(pid), Int(signal)]) { CPiconetPosix.kill(pid, signal) }
     }
 
     /// Waits for a child; returns its raw wait status. The corresponding C function is `waitpid`.
     static func waitpid(_ pid: pid_t) throws(IOError) -> CInt {
         var status: CInt = 0
-        _ = try syscallBlocking("waitpid", [Int(pid)]) { Glibc.waitpid(pid, &status, 0) }
+        _ = try syscallBlocking("waitpid", [Int(pid)]) { CPiconetPosix.waitpid(pid, &status, 0) }
         return status
     }
 
@@ -78,7 +75,7 @@ extension Sys {
         var cArgs: [UnsafeMutablePointer<CChar>?] = arguments.map { strdup($0) } + [nil]
         defer { for p in cArgs { free(p) } }
         var pid: pid_t = 0
-        let rc = syscallHook("posix_spawn", [Int(stdoutFD ?? -1)]) ?? posix_spawn(&pid, path, &actions, &attr, &cArgs, environ)
+        let rc = syscallHook("posix_spawn", [Int(stdoutFD ?? -1)]) ?? posix_spawn(&pid, path, &actions, &attr, &cArgs, piconet_environment())
         if rc != 0 { throw IOError(errno: rc, syscall: "posix_spawn") }
         return pid
     }
@@ -88,14 +85,14 @@ extension Sys {
         var buffer = [CChar](repeating: 0, count: 4096)
         let count = buffer.count - 1
         guard let n = try? syscallBlocking("readlink", [count], {
-            buffer.withUnsafeMutableBufferPointer { Glibc.readlink("/proc/self/exe", $0.baseAddress!, count) }
+            buffer.withUnsafeMutableBufferPointer { CPiconetPosix.readlink("/proc/self/exe", $0.baseAddress!, count) }
         }), n > 0 else { return nil }
         return String(decoding: buffer[0..<n].map { UInt8(bitPattern: $0) }, as: UTF8.self)
     }
 
     /// Whether `path` exists and is executable. The corresponding C function is `access`.
     static func isExecutable(_ path: String) -> Bool {
-        (try? syscallBlocking("access", [Int(X_OK)]) { Glibc.access(path, X_OK) }) != nil
+        (try? syscallBlocking("access", [Int(X_OK)]) { CPiconetPosix.access(path, X_OK) }) != nil
     }
 
     /// Starts a thread running `body`. The corresponding C function is `pthread_create`.

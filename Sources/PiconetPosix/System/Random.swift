@@ -1,6 +1,5 @@
 // The syscall layer, secure random bytes (see Syscall.swift for the funnel every entry goes through).
 import CPiconetPosix
-import Glibc
 
 extension Sys {
     /// The corresponding C function is `getrandom` (flags 0: the urandom pool, which blocks only

@@ -1,6 +1,8 @@
 // The syscall layer, sockets, interfaces and route netlink (see Syscall.swift for the funnel every entry goes through).
+// CBlueZ too: its headers also include <sys/socket.h>, and Embedded Swift attributes
+// SOL_SOCKET and SO_* to whichever C module claimed that header first.
+import CBlueZ
 import CPiconetPosix
-import Glibc
 
 extension Sys {
     // MARK: sockets
@@ -9,7 +11,7 @@ extension Sys {
     static func socket(domain: CInt, type: CInt, protocol: CInt = 0) throws(IOError) -> CInt {
         let t = type | piconet_sock_nonblock | piconet_sock_cloexec
         return try syscallBlocking("socket", [Int(domain), Int(type), Int(`protocol`)]) {
-            Glibc.socket(domain, t, `protocol`)
+            CPiconetPosix.socket(domain, t, `protocol`)
         }
     }
 
@@ -19,7 +21,7 @@ extension Sys {
         let t = type | piconet_sock_nonblock | piconet_sock_cloexec
         _ = try syscallBlocking("socketpair", [Int(domain), Int(type)]) {
             withUnsafeMutablePointer(to: &fds) {
-                $0.withMemoryRebound(to: CInt.self, capacity: 2) { Glibc.socketpair(domain, t, 0, $0) }
+                $0.withMemoryRebound(to: CInt.self, capacity: 2) { CPiconetPosix.socketpair(domain, t, 0, $0) }
             }
         }
         return fds
@@ -29,7 +31,7 @@ extension Sys {
     static func setSocketOption(_ fd: CInt, _ level: CInt, _ name: CInt, _ value: CInt) throws(IOError) {
         var v = value
         _ = try syscallBlocking("setsockopt", [Int(fd), Int(level), Int(name), Int(value)]) {
-            Glibc.setsockopt(fd, level, name, &v, socklen_t(MemoryLayout<CInt>.size))
+            CPiconetPosix.setsockopt(fd, level, name, &v, socklen_t(MemoryLayout<CInt>.size))
         }
     }
 
@@ -37,7 +39,7 @@ extension Sys {
     static func setSocketOption<T>(_ fd: CInt, _ level: CInt, _ name: CInt, value: T) throws(IOError) {
         var v = value
         _ = try syscallBlocking("setsockopt", [Int(fd), Int(level), Int(name), MemoryLayout<T>.size]) {
-            withUnsafeBytes(of: &v) { Glibc.setsockopt(fd, level, name, $0.baseAddress, socklen_t($0.count)) }
+            withUnsafeBytes(of: &v) { CPiconetPosix.setsockopt(fd, level, name, $0.baseAddress, socklen_t($0.count)) }
         }
     }
 
@@ -52,7 +54,7 @@ extension Sys {
         }
         bytes.append(0)
         _ = try syscallBlocking("setsockopt", [Int(fd), Int(SOL_SOCKET), Int(SO_BINDTODEVICE), bytes.count]) {
-            bytes.withUnsafeBytes { Glibc.setsockopt(fd, SOL_SOCKET, SO_BINDTODEVICE, $0.baseAddress, socklen_t($0.count)) }
+            bytes.withUnsafeBytes { CPiconetPosix.setsockopt(fd, SOL_SOCKET, SO_BINDTODEVICE, $0.baseAddress, socklen_t($0.count)) }
         }
     }
 
@@ -61,7 +63,7 @@ extension Sys {
         var v: CInt = 0
         var len = socklen_t(MemoryLayout<CInt>.size)
         _ = try syscallBlocking("getsockopt", [Int(fd), Int(level), Int(name)]) {
-            Glibc.getsockopt(fd, level, name, &v, &len)
+            CPiconetPosix.getsockopt(fd, level, name, &v, &len)
         }
         return v
     }
@@ -69,13 +71,13 @@ extension Sys {
     /// The corresponding C function is `bind`.
     static func bind(_ fd: CInt, _ address: SocketAddress) throws(IOError) {
         _ = try address.withSockAddr { (p, len) throws(IOError) in
-            try syscallBlocking("bind", [Int(fd), Int(len)]) { Glibc.bind(fd, p, len) }
+            try syscallBlocking("bind", [Int(fd), Int(len)]) { CPiconetPosix.bind(fd, p, len) }
         }
     }
 
     /// The corresponding C function is `listen`.
     static func listen(_ fd: CInt, backlog: CInt) throws(IOError) {
-        _ = try syscallBlocking("listen", [Int(fd), Int(backlog)]) { Glibc.listen(fd, backlog) }
+        _ = try syscallBlocking("listen", [Int(fd), Int(backlog)]) { CPiconetPosix.listen(fd, backlog) }
     }
 
     /// The corresponding C function is `connect`. EINPROGRESS is returned as `.wouldBlock`:
@@ -83,7 +85,7 @@ extension Sys {
     static func connect(_ fd: CInt, _ address: SocketAddress) throws(IOError) -> IOResult<Void> {
         do {
             let r = try address.withSockAddr { (p, len) throws(IOError) in
-                try syscall("connect", [Int(fd), Int(len)]) { Glibc.connect(fd, p, len) }
+                try syscall("connect", [Int(fd), Int(len)]) { CPiconetPosix.connect(fd, p, len) }
             }
             switch r {
             case .processed: return .processed(())
@@ -138,29 +140,29 @@ extension Sys {
     static func sendto(_ fd: CInt, _ bytes: UnsafeRawBufferPointer, _ address: SocketAddress) throws(IOError) -> IOResult<Int> {
         try address.withSockAddr { (p, len) throws(IOError) in
             try syscall("sendto", [Int(fd), bytes.count, Int(len)]) {
-                Glibc.sendto(fd, bytes.baseAddress, bytes.count, CInt(MSG_NOSIGNAL), p, len)
+                CPiconetPosix.sendto(fd, bytes.baseAddress, bytes.count, CInt(MSG_NOSIGNAL), p, len)
             }
         }
     }
 
     /// The corresponding C function is `send` (MSG_NOSIGNAL: a closed peer is EPIPE, not SIGPIPE).
     static func send(_ fd: CInt, _ bytes: UnsafeRawBufferPointer) throws(IOError) -> IOResult<Int> {
-        try syscall("send", [Int(fd), bytes.count]) { Glibc.send(fd, bytes.baseAddress, bytes.count, CInt(MSG_NOSIGNAL)) }
+        try syscall("send", [Int(fd), bytes.count]) { CPiconetPosix.send(fd, bytes.baseAddress, bytes.count, CInt(MSG_NOSIGNAL)) }
     }
 
     /// The corresponding C function is `recvmsg`. Fills `message`'s buffers; returns the byte count.
     static func recvmsg(_ fd: CInt, _ message: UnsafeMutablePointer<msghdr>) throws(IOError) -> IOResult<Int> {
-        try syscall("recvmsg", [Int(fd)]) { Glibc.recvmsg(fd, message, 0) }
+        try syscall("recvmsg", [Int(fd)]) { CPiconetPosix.recvmsg(fd, message, 0) }
     }
 
     /// The corresponding C function is `sendmsg`.
     static func sendmsg(_ fd: CInt, _ message: UnsafePointer<msghdr>) throws(IOError) -> IOResult<Int> {
-        try syscall("sendmsg", [Int(fd)]) { Glibc.sendmsg(fd, message, CInt(MSG_NOSIGNAL)) }
+        try syscall("sendmsg", [Int(fd)]) { CPiconetPosix.sendmsg(fd, message, CInt(MSG_NOSIGNAL)) }
     }
 
     /// The corresponding C function is `shutdown`.
     static func shutdown(_ fd: CInt, _ how: CInt) throws(IOError) {
-        _ = try syscallBlocking("shutdown", [Int(fd), Int(how)]) { Glibc.shutdown(fd, how) }
+        _ = try syscallBlocking("shutdown", [Int(fd), Int(how)]) { CPiconetPosix.shutdown(fd, how) }
     }
 
     // MARK: interfaces
@@ -196,7 +198,7 @@ extension Sys {
     /// The corresponding C function is `recv` with MSG_TRUNC: the result is the datagram's real
     /// length, larger than `buffer.count` when the kernel cut it to fit.
     static func receiveDatagram(_ fd: CInt, _ buffer: UnsafeMutableRawBufferPointer) throws(IOError) -> IOResult<Int> {
-        try syscall("recv", [Int(fd), buffer.count]) { Glibc.recv(fd, buffer.baseAddress, buffer.count, CInt(MSG_TRUNC)) }
+        try syscall("recv", [Int(fd), buffer.count]) { CPiconetPosix.recv(fd, buffer.baseAddress, buffer.count, CInt(MSG_TRUNC)) }
     }
 
     /// The corresponding C function is `unshare(CLONE_NEWNET)`: the calling thread (only) moves

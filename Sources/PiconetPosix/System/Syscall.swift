@@ -11,9 +11,8 @@
 // - in debug builds, reports the call and its integer arguments to the task's
 //   `SyscallMock`, which may also fail it with a chosen errno before it reaches the kernel.
 import CPiconetPosix
-import Glibc
 import PiconetLoop
-import Synchronization
+
 
 /// The result of a call on a non-blocking descriptor: done, or "try again when ready".
 public enum IOResult<Value> {
@@ -83,7 +82,7 @@ public final class SyscallMock: Sendable {
         var batchLimits: [String: [Int]] = [:]
     }
 
-    private let state = Mutex(State())
+    private let state = Locked(State())
 
     @TaskLocal public static var current: SyscallMock?
 
@@ -138,7 +137,7 @@ func syscall<T: FixedWidthInteger>(_ name: StaticString, _ arguments: @autoclosu
         var result: T
         #if DEBUG
         if let mock = SyscallMock.current, let forced = mock.record("\(name)", arguments()) {
-            Glibc.errno = forced
+            piconet_set_errno(forced)
             result = -1
         } else {
             result = body()
@@ -147,7 +146,7 @@ func syscall<T: FixedWidthInteger>(_ name: StaticString, _ arguments: @autoclosu
         result = body()
         #endif
         if result != -1 { return .processed(result) }
-        let e = Glibc.errno
+        let e = piconet_errno()
         switch e {
         case EINTR:
             continue

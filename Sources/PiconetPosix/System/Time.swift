@@ -1,6 +1,5 @@
 // The syscall layer, clocks (monotonic for the loop; the wall clock only for history timestamps) and terminals (see Syscall.swift for the funnel every entry goes through).
 import CPiconetPosix
-import Glibc
 
 extension Sys {
     /// CLOCK_MONOTONIC in nanoseconds. The corresponding C function is `clock_gettime`.
@@ -22,6 +21,6 @@ extension Sys {
     /// The corresponding C function is `isatty`.
     static func isTerminal(_ fd: CInt) -> Bool {
         if syscallHook("isatty", [Int(fd)]) != nil { return false }
-        return Glibc.isatty(fd) == 1
+        return CPiconetPosix.isatty(fd) == 1
     }
 }

@@ -31,7 +31,7 @@ wait_connected() {
   done
 }
 W=/tmp/main-job-bt; rm -rf "$W"; mkdir -p "$W"
-NODE="$PICONET_BIN_DIR/piconet-node"; HUB="$PICONET_BIN_DIR/piconet-hub"
+NODE="${PICONET_NODE_BIN:-$PICONET_BIN_DIR/piconet-node}"; HUB="$PICONET_BIN_DIR/piconet-hub"
 if [ ! -x "$NODE" ] || [ ! -x "$HUB" ] || ! command -v curl >/dev/null; then
   SKIP=$((SKIP + 1)); echo "SKIP: needs piconet-node, piconet-hub in $PICONET_BIN_DIR and curl"
   echo "$PASS passed, $FAIL failed, $SKIP skipped"; exit 0

@@ -43,7 +43,7 @@ sample() {
 }
 wait_log() { i=0; while [ $i -lt $(($2 * 10)) ]; do grep -q "$1" "$W/node.log" && return 0; sleep 0.1; i=$((i + 1)); done; return 1; }
 
-"$PICONET_BIN_DIR/piconet-node" --name vm-node --interface lo --board sim --boards-dir "$PICONET_ROOT/Boards" \
+"${PICONET_NODE_BIN:-$PICONET_BIN_DIR/piconet-node}" --name vm-node --interface lo --board sim --boards-dir "$PICONET_ROOT/Boards" \
   --accept ask --identity "$W/node.key" >"$W/node.log" 2>&1 &
 NODE=$!
 sleep 1
