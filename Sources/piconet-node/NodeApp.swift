@@ -50,6 +50,12 @@ final class NodeApp {
     var summaryTimer: RepeatingTimer?
     var sent = (batches: 0, dropped: 0, summaries: 0)
     var stopping = false
+    /// `--hr-sensor`: the real strap (its measurements replace the simulated heart rate).
+    var heartRateSensor: HeartRateSensorLink?
+    /// Measurements from the strap waiting for the next batch: at most `realHeartRateLimit`, oldest dropped (counted).
+    var realHeartRate: [HeartRateSample] = []
+    var realHeartRateDropped = 0
+    static let realHeartRateLimit = 64
 
     static let batchPeriod: Duration = .milliseconds(250)
     static let summaryPeriod: Duration = .seconds(5)
@@ -102,6 +108,10 @@ final class NodeApp {
         } else {
             lights = nil
         }
+        if let sensor = settings.hrSensor {
+            let adapter = try RadioTransport.adapter(settings.adapter, board: profile?.bluetoothAdapter)
+            heartRateSensor = HeartRateSensorLink(loop: loop, adapter: adapter, sensor: sensor, security: settings.linkSecurity.level)
+        }
         log("identity \(identity.peerID) (\(settings.identityPath)), policy \(settings.policyText)"
             + (trust.map { ", \($0.count) trusted hubs in \($0.path)" } ?? ""))
     }
@@ -127,6 +137,14 @@ final class NodeApp {
             log("advertising \(settings.service) as '\(settings.name)' on UDP port \(udp.localAddress.port)")
         }
         if let bluetooth { try advertiseOverLE(bluetooth) }
+        if let hr = heartRateSensor {
+            hr.onEvent = { [unowned self] e in self.log("\(e)") }
+            hr.onMeasurement = { [unowned self] m, at in
+                if self.realHeartRate.count >= Self.realHeartRateLimit { self.realHeartRate.removeFirst(); self.realHeartRateDropped += 1 }
+                self.realHeartRate.append(HeartRateSample(time: at, measurement: m))
+            }
+            hr.start()
+        }
         lights?.driver.show(.advertising)
         if (try? lights?.watchButton(on: loop) { [unowned self] e in self.button(e) }) != nil, lights?.button != nil { hasButton = true }
         if settings.policy == .ask, !hasButton {
@@ -170,6 +188,7 @@ final class NodeApp {
         log("stopping: goodbye to browsers, closing the session")
         streamTimer?.cancel()
         summaryTimer?.cancel()
+        heartRateSensor?.stop()
         advertiser?.stop()
         session.close()
         lights?.close()
@@ -303,6 +322,7 @@ final class NodeApp {
         guard streamTimer == nil else { return }
         // Samples generated while no hub listened are not news: start from now.
         _ = wearable.samples(upTo: loop.now)
+        realHeartRate.removeAll()
         streamTimer = loop.scheduleRepeating(every: Self.batchPeriod) { [unowned self] in self.pump() }
         summaryTimer = loop.scheduleRepeating(every: Self.summaryPeriod) { [unowned self] in self.sendSummary() }
     }
@@ -317,14 +337,21 @@ final class NodeApp {
     func pump() {
         let now = loop.now
         var batches: [SampleBatch] = []
-        for s in wearable.samples(upTo: now) { batches += batcher.add(s, at: now) }
+        for s in wearable.samples(upTo: now) {
+            if heartRateSensor != nil, case .heartRate = s { continue }
+            batches += batcher.add(s, at: now)
+        }
+        for h in realHeartRate { batches += batcher.add(.heartRate(h), at: now) }
+        realHeartRate.removeAll()
         batches += batcher.timerFired(at: now)
         for b in batches { send(SensorMessage.samples(b).frameBytes(), mode: .unreliable) }
         if !batches.isEmpty { lights?.driver.flashActivity() }
     }
 
     func sendSummary() {
-        let bpm = UInt16(max(0, min(300, wearable.currentHeartRate.rounded())))
+        let simulated = UInt16(max(0, min(300, wearable.currentHeartRate.rounded())))
+        // With a real strap: its last bpm, 0 while it is not streaming (never a simulated one).
+        let bpm = heartRateSensor.map { $0.latest?.measurement.bpm ?? 0 } ?? simulated
         send(SensorMessage.summary(batcher.summary(at: loop.now, bpm: bpm)).frameBytes(), mode: .reliable)
         sent.summaries += 1
     }
