@@ -89,8 +89,10 @@ struct NodeSettings {
         s.encryption = try parseEncryption(c.string("encryption") ?? file?.string("encryption") ?? "required")
         s.adapter = try c.string("adapter") ?? file?.string("adapter")
         let transportText = try c.string("transport") ?? file?.string("transport") ?? "wifi"
+        // --hr-sensor reads its strap through --adapter, whatever radio the hub is reached by.
+        let hrSensorGiven = try (c.string("hr-sensor") ?? file?.string("hr-sensor")) != nil
         do throws(RadioTransport.Invalid) {
-            s.transport = try RadioTransport.parse(transportText, adapter: s.adapter)
+            s.transport = try RadioTransport.parse(transportText, adapter: hrSensorGiven ? nil : s.adapter)
         } catch { throw Invalid(description: error.description) }
         if let psm = try c.integer("psm", as: UInt16.self) ?? file?.integer("psm", in: 0...65535).map({ UInt16($0) }) {
             guard BluetoothAdvertisement.lePSMRange.contains(psm) else {

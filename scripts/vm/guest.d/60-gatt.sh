@@ -64,6 +64,14 @@ NODEPID=$!
 wait_for "$W/node.log" "heart-rate sensor $A0: streaming" 600 \
   && ok "node on hci1 discovered Heart Rate on hci0 and subscribed ($(grep -m1 'streaming (ATT' "$W/node.log" | sed 's/^.*heart-rate/heart-rate/'), ${t}s -> $(up)s)" \
   || ko "node: no 'streaming' from the heart-rate sensor within 60 s"
+if ! grep -q "streaming (ATT" "$W/node.log"; then
+  # Nothing to measure without a stream: say why and stop here (the rest would only time out).
+  echo "  --- node log"; tail -n 30 "$W/node.log"; echo "  --- server log"; tail -n 10 "$W/server1.log"
+  echo "  --- bluetoothd"; tail -n 25 "$W/bluetoothd.log"; echo "  --- btmgmt hci0"; btmgmt --index 0 info 2>&1 | tail -n 4
+  kill -TERM $NODEPID $HUBPID $SERVER $BLUETOOTHD 2>/dev/null; wait $NODEPID $HUBPID $SERVER $BLUETOOTHD 2>/dev/null
+  kill $BTVIRT 2>/dev/null; wait $BTVIRT 2>/dev/null; [ -n "$DBUSPID" ] && kill "$DBUSPID" 2>/dev/null
+  echo "$PASS passed, $FAIL failed, $SKIP skipped"; exit 1
+fi
 grep -q "heart-rate sensor battery [0-9]*%" "$W/node.log" && ok "battery reported: $(grep -m1 -o 'battery [0-9]*%' "$W/node.log")" \
   || ko "no battery level in the node's log"
 
