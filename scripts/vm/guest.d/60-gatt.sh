@@ -5,6 +5,8 @@
 # --hr-sensor on hci1 reads it over the kernel's LE ATT channel and streams it to a piconet-hub
 # over the guest's loopback (Wi-Fi transport). Shows: the hub's /api/nodes bpm is one the server
 # sent; battery reported; the server killed and restarted -> the node reconnects and streams again.
+# First, two failures against the same BlueZ peer: no app registered (GAP/GATT only) -> "not a
+# heart-rate sensor", given up; bluetoothd stopped (SIGSTOP) -> an ATT timeout, retried.
 # (Debian 12's bluez-test-tools has no btgatt-server; this BlueZ peer is the nearest one shipped.)
 # Prints "N passed, N failed, N skipped" last.
 PASS=0; FAIL=0; SKIP=0
@@ -41,6 +43,28 @@ done
 A0=$(hciconfig hci0 | awk '/BD Address/{print $3}')
 [ -n "$A0" ] && ok "bluetoothd on two virtual controllers, server hci0=$A0" || ko "no hci0 address"
 
+ip link set lo up; ip link set lo multicast on
+btmgmt --index 0 advertising on >/dev/null 2>&1   # LE connects need a connectable advertiser
+# A peer that is not a heart-rate sensor: bluetoothd with no app serves GAP and GATT only.
+"$NODE" --transport wifi --interface lo --accept all --name plain-node --identity "$W/plain.key" \
+  --adapter hci1 --hr-sensor "$A0" --duration 40 > "$W/node-plain.log" 2>&1 &
+P=$!
+wait_for "$W/node-plain.log" "not a heart-rate sensor" 400 \
+  && ok "a BlueZ peer without Heart Rate: '$(grep -m1 -o 'not a heart-rate sensor.*' "$W/node-plain.log")'" \
+  || { ko "no 'not a heart-rate sensor' from a peer without 0x180D"; tail -n 5 "$W/node-plain.log"; }
+kill -TERM $P 2>/dev/null; wait $P 2>/dev/null
+# A stalled peer: bluetoothd stopped (SIGSTOP), so the kernel takes the link but nobody answers ATT.
+kill -STOP $BLUETOOTHD
+"$NODE" --transport wifi --interface lo --accept all --name stalled-node --identity "$W/stalled.key" \
+  --adapter hci1 --hr-sensor "$A0" --duration 60 > "$W/node-stalled.log" 2>&1 &
+P=$!
+wait_for "$W/node-stalled.log" "no answer from the sensor (timed out), retrying" 450 \
+  && ok "a stalled peer times out and is retried: '$(grep -m1 -o 'heart-rate sensor: .*timed out.*' "$W/node-stalled.log")'" \
+  || { ko "no timeout from a stalled peer"; tail -n 5 "$W/node-stalled.log"; }
+kill -TERM $P 2>/dev/null; wait $P 2>/dev/null
+kill -CONT $BLUETOOTHD
+sleep 1
+
 # example-gatt-server registers on the first adapter it finds: pin it to hci0.
 sed 's|adapter = find_adapter(bus)|adapter = "/org/bluez/hci0"|' "$EXAMPLE" > "$W/gatt-server.py"
 start_server() {
@@ -52,7 +76,6 @@ start_server() {
 }
 start_server 1
 
-ip link set lo up; ip link set lo multicast on
 PORT=18095
 "$HUB" --transport wifi --interface lo --http 127.0.0.1:$PORT --db off --plain --name gatt-hub \
   --identity "$W/hub.key" > "$W/hub.log" 2>&1 &
