@@ -54,6 +54,12 @@ final class NodeApp {
     var summaryTimer: RepeatingTimer?
     var sent = (batches: 0, dropped: 0, summaries: 0)
     var stopping = false
+    /// `--hr-sensor`: the real strap (its measurements replace the simulated heart rate).
+    var heartRateSensor: HeartRateSensorLink?
+    /// Measurements from the strap waiting for the next batch: at most `realHeartRateLimit`, oldest dropped (counted).
+    var realHeartRate: [HeartRateSample] = []
+    var realHeartRateDropped = 0
+    static let realHeartRateLimit = 64
 
     static let batchPeriod: Duration = .milliseconds(250)
     static let summaryPeriod: Duration = .seconds(5)
@@ -90,6 +96,10 @@ final class NodeApp {
         } else {
             lights = nil
         }
+        if let sensor = settings.hrSensor {
+            let adapter = try attempt { () throws(BluetoothError) in try RadioTransport.adapter(settings.adapter, board: profile?.bluetoothAdapter) }
+            heartRateSensor = HeartRateSensorLink(loop: loop, adapter: adapter, sensor: sensor, security: settings.linkSecurity.level)
+        }
         log("identity \(identity.peerID) (\(settings.identityPath)), policy \(settings.policyText)"
             + (trust.map { ", \($0.count) trusted hubs in \($0.path)" } ?? ""))
     }
@@ -116,6 +126,15 @@ final class NodeApp {
             log("advertising \(settings.service) as '\(settings.name)' on UDP port \(udp.localAddress.port)")
         }
         if let bluetooth { try advertiseOverLE(bluetooth) }
+        if let hr = heartRateSensor {
+            hr.onEvent = { [weakSelf] e in weakSelf.owner?.log(e.description) }
+            hr.onMeasurement = { [weakSelf] m, at in
+                guard let self = weakSelf.owner else { return }
+                if self.realHeartRate.count >= Self.realHeartRateLimit { self.realHeartRate.removeFirst(); self.realHeartRateDropped += 1 }
+                self.realHeartRate.append(HeartRateSample(time: at, measurement: m))
+            }
+            hr.start()
+        }
         lights?.driver.show(.advertising)
         if (try? lights?.watchButton(on: loop) { [weakSelf] e in weakSelf.owner?.button(e) }) != nil, lights?.button != nil { hasButton = true }
         if settings.policy == .ask, !hasButton {
@@ -161,6 +180,7 @@ final class NodeApp {
         log("stopping: goodbye to browsers, closing the session")
         streamTimer?.cancel()
         summaryTimer?.cancel()
+        heartRateSensor?.stop()
         advertiser?.stop()
         session.close()
         lights?.close()
@@ -295,6 +315,7 @@ final class NodeApp {
         guard streamTimer == nil else { return }
         // Samples generated while no hub listened are not news: start from now.
         _ = wearable.samples(upTo: loop.now)
+        realHeartRate.removeAll()
         streamTimer = loop.scheduleRepeating(every: Self.batchPeriod) { [weakSelf] in weakSelf.owner?.pump() }
         summaryTimer = loop.scheduleRepeating(every: Self.summaryPeriod) { [weakSelf] in weakSelf.owner?.sendSummary() }
     }
@@ -309,14 +330,21 @@ final class NodeApp {
     func pump() {
         let now = loop.now
         var batches: [SampleBatch] = []
-        for s in wearable.samples(upTo: now) { batches += batcher.add(s, at: now) }
+        for s in wearable.samples(upTo: now) {
+            if heartRateSensor != nil, case .heartRate = s { continue }
+            batches += batcher.add(s, at: now)
+        }
+        for h in realHeartRate { batches += batcher.add(.heartRate(h), at: now) }
+        realHeartRate.removeAll()
         batches += batcher.timerFired(at: now)
         for b in batches { send(SensorMessage.samples(b).frameBytes(), mode: .unreliable) }
         if !batches.isEmpty { lights?.driver.flashActivity() }
     }
 
     func sendSummary() {
-        let bpm = UInt16(max(0, min(300, wearable.currentHeartRate.rounded())))
+        let simulated = UInt16(max(0, min(300, wearable.currentHeartRate.rounded())))
+        // With a real strap: its last bpm, 0 while it is not streaming (never a simulated one).
+        let bpm = heartRateSensor.map { $0.latest?.measurement.bpm ?? 0 } ?? simulated
         send(SensorMessage.summary(batcher.summary(at: loop.now, bpm: bpm)).frameBytes(), mode: .reliable)
         sent.summaries += 1
     }

@@ -32,6 +32,8 @@ struct NodeSettings {
     var psm: UInt16 = 129
     /// BT_SECURITY of the L2CAP listener and who answers pairing (`--security`, `--pairing`).
     var linkSecurity = LinkSecurity()
+    /// `--hr-sensor`: a real BLE heart-rate strap replaces the simulated heart rate.
+    var hrSensor: HeartRateSensorSelector?
 
     /// Config file keys: the long flag names, plus `role`, `state-dir`, `gpio-chip`, `allow-list`.
     /// The camelCase spellings scripts/lib/board-files.sh writes stay accepted.
@@ -39,9 +41,10 @@ struct NodeSettings {
         binary: "piconet-node",
         keys: ["name", "role", "service", "board", "interface", "state-dir", "identity", "trust-store",
                "accept", "allow-list", "profile", "seed", "motion-hz", "port", "encryption",
-               "boards-dir", "gpio-chip", "transport", "adapter", "psm", "security", "pairing"],
+               "boards-dir", "gpio-chip", "transport", "adapter", "psm", "security", "pairing", "hr-sensor"],
         aliases: ["interfaces": "interface", "stateDirectory": "state-dir", "trustStore": "trust-store",
-                  "allowList": "allow-list", "motionHz": "motion-hz", "boardsDirectory": "boards-dir", "gpioChip": "gpio-chip"],
+                  "allowList": "allow-list", "motionHz": "motion-hz", "boardsDirectory": "boards-dir", "gpioChip": "gpio-chip",
+                  "hrSensor": "hr-sensor"],
         elsewhere: ["invite": "piconet-hub", "http": "piconet-hub", "db": "piconet-hub", "max-heart-rate": "piconet-hub",
                     "maxHeartRate": "piconet-hub", "retention-days": "piconet-hub", "retentionDays": "piconet-hub",
                     "latency-report": "piconet-hub", "json": "piconet-hub", "plain": "piconet-hub"])
@@ -146,8 +149,10 @@ struct NodeSettings {
         s.encryption = try parseEncryption(opt.string("encryption") ?? "required")
         s.adapter = try opt.string("adapter")
         let transportText = try opt.string("transport") ?? "wifi"
+        // --hr-sensor reads its strap through --adapter, whatever radio the hub is reached by.
+        let hrSensorGiven = try opt.string("hr-sensor") != nil
         do throws(RadioTransport.Invalid) {
-            s.transport = try RadioTransport.parse(transportText, adapter: s.adapter)
+            s.transport = try RadioTransport.parse(transportText, adapter: hrSensorGiven ? nil : s.adapter)
         } catch { throw SettingsError.invalid(description: error.description) }
         if let psm = try opt.integer("psm", as: UInt16.self, fileRange: 0...65535) {
             guard BluetoothAdvertisement.lePSMRange.contains(psm) else {
@@ -163,7 +168,20 @@ struct NodeSettings {
         if s.linkSecurity != LinkSecurity(), !s.transport.usesBluetooth {
             throw SettingsError.invalid(description: "--security and --pairing need --transport bluetooth or any")
         }
+        if let text = try opt.string("hr-sensor") {
+            s.hrSensor = try parseHeartRateSensor(text)
+        }
         return s
+    }
+
+    static func parseHeartRateSensor(_ text: String) throws(SettingsError) -> HeartRateSensorSelector {
+        if text == "auto" {
+            throw .invalid(description: "--hr-sensor auto (an LE scan for the strongest 0x180D sensor) is not built yet; give the strap's address (`bluetoothctl scan le` lists it)")
+        }
+        guard let sensor = HeartRateSensorSelector(text) else {
+            throw .invalid(description: "--hr-sensor takes a Bluetooth address AA:BB:CC:DD:EE:FF (add /random for a random address), not '\(text)'")
+        }
+        return sensor
     }
 
     /// `--accept` and `--encryption` through the parsers every binary shares (PiconetRuntime).

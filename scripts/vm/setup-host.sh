@@ -29,7 +29,7 @@ if [ "${SKIP_APT_INSTALL:-0}" != 1 ]; then
   apt-get update -qq
   apt-get install -y -qq --no-install-recommends \
     qemu-system-x86 busybox-static cpio xz-utils kmod \
-    bluez bluez-test-tools libbluetooth-dev libgpiod-dev gpiod \
+    bluez bluez-test-tools bluez-test-scripts python3-dbus python3-gi dbus-daemon libbluetooth-dev libgpiod-dev gpiod \
     gcc gcc-12 make libc6-dev binutils libelf-dev >/dev/null
 fi
 
