@@ -202,3 +202,14 @@ if Context.environment["PICONET_EMBEDDED"] == "1" {
         ]
     }
 }
+
+// The fuzz targets (scripts/fuzz): only with PICONET_FUZZ=1, so an ordinary build never links a
+// program whose `main` hands over to libFuzzer's driver (LLVMFuzzerRunDriver). scripts/fuzz adds
+// the coverage flags, AddressSanitizer and libFuzzer (no_main) in its own scratch path .build-fuzz.
+if Context.environment["PICONET_FUZZ"] == "1" {
+    package.targets.append(
+        .executableTarget(name: "piconet-fuzz",
+                          dependencies: ["PiconetWire", "PiconetLoop", "PiconetDiscovery", "PiconetSession", "PiconetSensors",
+                                         "PiconetHub", "PiconetRuntime"],
+                          swiftSettings: swift6))
+}

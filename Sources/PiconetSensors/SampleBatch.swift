@@ -80,6 +80,12 @@ public struct SampleBatch: WireCodable, Equatable, Sendable {
         epoch = try r.readUInt16()
         sentAt = Instant(nanoseconds: try r.readInt64())
         baseTime = Instant(nanoseconds: try r.readInt64())
+        // A record's time is the base plus up to 65,535 ms; a base so late that this overflows is
+        // not a time any node sends (and, saturated, it would not read back the same: found by the
+        // sensor-frames fuzz target).
+        guard baseTime.nanoseconds <= Int64.max - Int64(UInt16.max) * 1_000_000 else {
+            throw .invalidValue(field: "base time", reason: "\(baseTime.nanoseconds) ns leaves no room for a record's offset")
+        }
         let count = Int(try r.readUInt8())
         guard count <= SampleBatch.maximumRecords else {
             throw .tooLong(field: "sample records", length: count, limit: SampleBatch.maximumRecords)
@@ -89,7 +95,6 @@ public struct SampleBatch: WireCodable, Equatable, Sendable {
         for _ in 0..<count {
             let kind = try r.readUInt8()
             let offset = try r.readUInt16()
-            // Saturating: a hostile base time near Int64.max must not overflow.
             let time = baseTime + .milliseconds(Int64(offset))
             switch kind {
             case SampleBatch.kindHeartRate:

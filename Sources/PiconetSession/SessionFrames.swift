@@ -135,18 +135,36 @@ public struct HandshakePayload: WireCodable, Equatable, Sendable {
         guard n <= HandshakePayload.maxNameLength else {
             throw .tooLong(field: "display name", length: n, limit: HandshakePayload.maxNameLength)
         }
-        displayName = String(decoding: try r.readBytes(n), as: UTF8.self)
+        // Invalid UTF-8 from a peer becomes U+FFFD (3 bytes each), so the repaired name can be
+        // longer than the bytes that came: cut to what encodes in the limit, as `encode` does,
+        // so a name reads back the same after it is sent on (found by the session-packet fuzz target).
+        displayName = HandshakePayload.fitted(String(decoding: try r.readBytes(n), as: UTF8.self))
+    }
+
+    /// The longest prefix of whole Unicode scalars of `name` that encodes in `maxNameLength`
+    /// UTF-8 bytes (a cut inside a scalar would send invalid UTF-8).
+    static func fitted(_ name: String) -> String {
+        guard name.utf8.count > maxNameLength else { return name }
+        var kept = String.UnicodeScalarView()
+        var bytes = 0
+        for scalar in name.unicodeScalars {
+            let n = UTF8.width(scalar)
+            guard bytes + n <= maxNameLength else { break }
+            bytes += n
+            kept.append(scalar)
+        }
+        return String(kept)
     }
 
     public func encode(into w: inout ByteWriter) {
         w.writeUInt8(preference.rawValue)
         w.writeUInt64(instance)
-        let name = Array(displayName.utf8.prefix(HandshakePayload.maxNameLength))
+        let name = Array(HandshakePayload.fitted(displayName).utf8)
         w.writeUInt8(UInt8(name.count))
         w.writeBytes(name)
     }
 
-    public var encodedLength: Int { 10 + min(displayName.utf8.count, HandshakePayload.maxNameLength) }
+    public var encodedLength: Int { 10 + HandshakePayload.fitted(displayName).utf8.count }
 }
 
 /// The outer shape of every post-handshake frame.

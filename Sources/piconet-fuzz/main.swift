@@ -1,0 +1,241 @@
+// piconet-fuzz: libFuzzer targets for every decoder that takes bytes from outside.
+//
+// Built only by scripts/fuzz (PICONET_FUZZ=1 adds this target to Package.swift, with
+// coverage instrumentation and AddressSanitizer, in its own scratch path); an ordinary
+// `swift build` does not see it. One binary, the target chosen by PICONET_FUZZ_TARGET;
+// every other argument is libFuzzer's (corpus directories, -max_total_time=N, -runs=N).
+//
+// A target fails (libFuzzer keeps the input as crash-…) when the code under test traps,
+// ASan sees a memory error, or a property below does not hold:
+//   - wire values: what parses re-encodes to bytes that parse to the same value
+//     (decode ∘ encode = id on everything the parser accepts);
+//   - machines (session, mDNS responder and browser, hub aggregator): any datagram
+//     sequence is taken without a trap, and their tables stay within their bounds.
+//
+// `piconet-fuzz --list` names the targets; `piconet-fuzz --seeds DIR` writes one seed
+// corpus per target (valid encodings of the values the golden-byte tests use) to DIR/NAME/.
+@testable import PiconetDiscovery
+import PiconetHub
+import PiconetLoop
+import PiconetRuntime
+import PiconetSensors
+@testable import PiconetSession
+import PiconetWire
+import Glibc
+
+@_silgen_name("LLVMFuzzerRunDriver")
+func LLVMFuzzerRunDriver(_ argc: UnsafeMutablePointer<Int32>,
+                         _ argv: UnsafeMutablePointer<UnsafeMutablePointer<UnsafeMutablePointer<CChar>?>>,
+                         _ callback: @convention(c) (UnsafePointer<UInt8>?, Int) -> Int32) -> Int32
+
+/// Stops the run with the reason: libFuzzer reports the input that got here.
+func violated(_ target: String, _ why: String) -> Never {
+    fatalError("piconet-fuzz \(target): \(why)")
+}
+
+/// decode ∘ encode = id for a wire value that parsed.
+func roundTrip<T: WireCodable & Equatable>(_ type: T.Type, _ bytes: [UInt8], _ name: String) {
+    guard let value = try? T(decoding: bytes) else { return }
+    let again = value.encoded()
+    if again.count != value.encodedLength { violated(name, "encodedLength \(value.encodedLength) but wrote \(again.count)") }
+    guard let back = try? T(decoding: again) else { violated(name, "re-encoded value does not parse") }
+    if back != value { violated(name, "\(T.self): re-encoded value parses to another value:\n  \(value)\n  \(back)") }
+}
+
+/// Splits one fuzz input into datagrams: each is a length byte and that many bytes.
+func datagrams(_ bytes: [UInt8]) -> [[UInt8]] {
+    var out: [[UInt8]] = []
+    var i = 0
+    while i < bytes.count {
+        let n = Int(bytes[i])
+        i += 1
+        let end = min(bytes.count, i + n)
+        out.append(Array(bytes[i..<end]))
+        i = end
+    }
+    return out
+}
+
+// Fixed identities and peers, so a crash reproduces from its input alone.
+/// A fixture value that must exist (setup, not input: a nil here is a bug in this file).
+func must<T>(_ value: T?, _ what: String) -> T {
+    guard let value else { violated("setup", what) }
+    return value
+}
+
+let service = must(try? ServiceType("hr-sensor"), "service type")
+let sender = EndpointAddress.ipv4(10, 0, 0, 9, port: 40000)
+let advertisement = ServiceAdvertisement(
+    service: service, name: must(try? InstanceName("node A"), "name"),
+    info: (try? DiscoveryInfo([("bpm", "72")])) ?? DiscoveryInfo(), port: 5000,
+    host: HostName.sanitized("pi-a"), addresses: [.v4(0x0A00_0001)])
+func key(_ byte: UInt8) -> NoiseKeyPair {
+    must(try? NoiseKeyPair(privateKeyBytes: [UInt8](repeating: byte, count: 32)), "key")
+}
+let sessionIdentity = PeerIdentity(displayName: "fuzz", keyPair: key(7))
+
+struct Target {
+    let name: String
+    let run: ([UInt8]) -> Void
+}
+
+let targets: [Target] = [
+    Target(name: "dns") { roundTrip(DNSMessage.self, $0, "dns") },
+    Target(name: "mdns-responder") { bytes in
+        var r = MDNSResponder(advertisement: advertisement, seed: 1)
+        var t = Instant(nanoseconds: 1_000_000_000)
+        for d in datagrams(bytes) {
+            _ = r.received(d, from: sender, at: t)
+            t = t + .milliseconds(10)
+        }
+    },
+    Target(name: "mdns-browser") { bytes in
+        var b = MDNSBrowser(service: service, seed: 1)
+        var t = Instant(nanoseconds: 1_000_000_000)
+        for d in datagrams(bytes) {
+            _ = b.received(d, from: sender, at: t)
+            t = t + .milliseconds(10)
+        }
+    },
+    Target(name: "le-advertising") { bytes in
+        roundTrip(LEAdvertisingData.self, bytes, "le-advertising")
+        roundTrip(PiconetServiceData.self, bytes, "le-advertising")
+    },
+    Target(name: "mgmt") { roundTrip(ManagementEventPacket.self, $0, "mgmt") },
+    Target(name: "session-packet") { bytes in
+        roundTrip(SessionPacket.self, bytes, "session-packet")
+        roundTrip(HandshakeFrame.self, bytes, "session-packet")
+        roundTrip(SealedFrame.self, bytes, "session-packet")
+        roundTrip(InvitationFrame.self, bytes, "session-packet")
+        roundTrip(InvitationReplyFrame.self, bytes, "session-packet")
+        roundTrip(DataFrame.self, bytes, "session-packet")
+        roundTrip(AckFrame.self, bytes, "session-packet")
+        roundTrip(CloseFrame.self, bytes, "session-packet")
+        roundTrip(ResumeFrame.self, bytes, "session-packet")
+        roundTrip(CookieReply.self, bytes, "session-packet")
+        roundTrip(CookieInitiation.self, bytes, "session-packet")
+        roundTrip(HandshakePayload.self, bytes, "session-packet")
+    },
+    Target(name: "session") { bytes in
+        var m = SessionMachine(identity: sessionIdentity, configuration: SessionConfiguration(policy: .acceptAll), seed: 1)
+        var t = Instant(nanoseconds: 1_000_000_000)
+        for d in datagrams(bytes) {
+            _ = m.received(d, from: sender, at: t)
+            t = t + .milliseconds(5)
+            _ = m.timerFired(at: t)
+        }
+    },
+    Target(name: "sensor-frames") { bytes in
+        roundTrip(HeartRateMeasurement.self, bytes, "sensor-frames")
+        roundTrip(SampleBatch.self, bytes, "sensor-frames")
+        roundTrip(NodeSummary.self, bytes, "sensor-frames")
+        if let m = try? SensorMessage(frameBytes: bytes) {
+            guard let back = try? SensorMessage(frameBytes: m.frameBytes()), back == m else {
+                violated("sensor-frames", "a sensor message does not survive frameBytes()")
+            }
+        }
+    },
+    Target(name: "aggregator") { bytes in
+        var a = Aggregator()
+        var t = Instant(nanoseconds: 1_000_000_000)
+        for (i, d) in datagrams(bytes).enumerated() {
+            _ = a.received(frame: d, from: NodeID("n\(i % 3)"), at: t)
+            t = t + .milliseconds(20)
+        }
+    },
+    Target(name: "framer") { bytes in
+        roundTrip(LengthPrefixedFrame.self, bytes, "framer")
+        var f = LengthPrefixedFramer(maximumFrameSize: 512)
+        for chunk in datagrams(bytes) {
+            guard let frames = try? f.feed(chunk) else { return }
+            for frame in frames where frame.count > 512 { violated("framer", "a \(frame.count)-byte frame passed a 512-byte limit") }
+        }
+    },
+    Target(name: "json") { bytes in
+        guard let value = try? JSON(decoding: bytes) else { return }
+        guard let back = try? JSON(decoding: value.encoded()), back == value else {
+            violated("json", "re-encoded JSON parses to another value")
+        }
+    },
+    Target(name: "trust-store") { bytes in
+        _ = try? TrustStoreFile.decode(bytes, path: "trust.json")
+    },
+    Target(name: "board-profile") { bytes in
+        _ = try? BoardProfile(json: bytes, file: "board.json")
+    },
+]
+
+/// Valid encodings of the values the golden-byte tests use: the start of each corpus.
+func seeds(_ name: String) -> [[UInt8]] {
+    switch name {
+    case "dns", "mdns-browser", "mdns-responder":
+        var r = MDNSResponder(advertisement: advertisement, seed: 1)
+        let announce = r.start(at: Instant(nanoseconds: 0)).compactMap { a -> [UInt8]? in
+            if case let .send(p) = a { return p.message.encoded() }
+            return nil
+        }
+        let query = DNSMessage.query([DNSQuestion(name: service.domainName, type: .ptr)]).encoded()
+        let all = [query] + announce
+        return name == "dns" ? all : all.map { [UInt8(clamping: $0.count)] + $0 }
+    case "le-advertising":
+        return [[0x02, 0x01, 0x06, 0x05, 0x09, 0x6E, 0x6F, 0x64, 0x65]]
+    case "mgmt":
+        return [ManagementEventPacket(index: 0, event: .newSettings(0x0000_0201)).encoded(),
+                ManagementEventPacket(index: 1, event: .discovering(types: 6, active: true)).encoded()]
+    case "session", "session-packet":
+        var a = SessionMachine(identity: PeerIdentity(displayName: "a", keyPair: key(1)),
+                               configuration: SessionConfiguration(policy: .acceptAll), seed: 2)
+        guard let (_, actions) = try? a.invite(sender, context: [], now: Instant(nanoseconds: 0)) else { return [] }
+        let sends = actions
+            .compactMap { action -> [UInt8]? in if case let .send(bytes, _) = action { return bytes }; return nil }
+        return name == "session" ? sends.map { [UInt8(clamping: $0.count)] + $0 } : sends
+    case "sensor-frames", "aggregator":
+        let batch = SampleBatch(sequence: 1, epoch: 1, sentAt: Instant(nanoseconds: 5_000_000_000),
+                                samples: [.heartRate(HeartRateSample(time: Instant(nanoseconds: 4_000_000_000), measurement: HeartRateMeasurement(bpm: 72)))])
+        let frame = SensorMessage.samples(batch).frameBytes()
+        return name == "aggregator" ? [[UInt8(clamping: frame.count)] + frame] : [frame, batch.encoded()]
+    case "framer":
+        return [LengthPrefixedFrame(payload: Array("hello".utf8)).encoded()]
+    case "json":
+        return [Array(#"{"name":"hr-01","interface":["wlan0"],"psm":129,"x":[true,null,-1.5e3]}"#.utf8)]
+    case "trust-store":
+        return [Array(#"{"version":2,"trusted":[{"peer":"00112233445566778899aabbccddeeff","name":"hub"}]}"#.utf8)]
+    case "board-profile":
+        return [Array(#"{"id":"sim","name":"Simulated","gpioChip":"piconet-sim","leds":{"status":17},"activeLow":false}"#.utf8)]
+    default:
+        return []
+    }
+}
+
+let arguments = CommandLine.arguments
+if arguments.count > 1, arguments[1] == "--list" {
+    for t in targets { print(t.name) }
+    exit(0)
+}
+if arguments.count > 2, arguments[1] == "--seeds" {
+    let dir = arguments[2]
+    for t in targets {
+        let d = dir + "/" + t.name
+        mkdir(d, 0o755)
+        for (i, s) in seeds(t.name).enumerated() {
+            let path = d + "/seed-\(i)"
+            guard let f = fopen(path, "wb") else { violated("seeds", "cannot write \(path)") }
+            _ = s.withUnsafeBufferPointer { fwrite($0.baseAddress, 1, $0.count, f) }
+            fclose(f)
+        }
+    }
+    exit(0)
+}
+guard let chosen = getenv("PICONET_FUZZ_TARGET").map({ String(cString: $0) }),
+      let target = targets.first(where: { $0.name == chosen }) else {
+    print("piconet-fuzz: error: set PICONET_FUZZ_TARGET to one of: \(targets.map(\.name).joined(separator: ", ")) (scripts/fuzz does)")
+    exit(64)
+}
+nonisolated(unsafe) var current: ([UInt8]) -> Void = target.run
+current = target.run
+var argc = CommandLine.argc
+var argv = CommandLine.unsafeArgv
+exit(LLVMFuzzerRunDriver(&argc, &argv) { data, size in
+    current(size == 0 ? [] : Array(UnsafeBufferPointer(start: data, count: size)))
+    return 0
+})
