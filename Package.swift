@@ -3,15 +3,21 @@
 //
 // One target per layer of DESIGN.md; dependencies point down only:
 //
-//   executables:  piconet-hub   piconet-node   piconet (CLI)
+//   executables:  piconet-hub   piconet-node   piconet (CLI)   [piconet-fuzz: PICONET_FUZZ=1]
 //                 PiconetCLI (ArgumentParser runner: one usage-error convention)
-//   runtime:      PiconetRuntime (wiring, SessionHost, config, OS adapters chosen here)
-//   features:     PiconetHub  PiconetSensors            (pure logic)
-//   peer core:    PiconetDiscovery  PiconetSession      (pure state machines)
-//   base:         PiconetWire  PiconetLoop              (pure: bytes, time, loop API)
+//                        |
+//   runtime:      PiconetRuntime (wiring, SessionHost, config; picks the OS adapters)
+//                   |                                        |
+//   features:     PiconetHub  PiconetSensors   (pure)     OS edge (the only code that
+//   peer core:    PiconetDiscovery  PiconetSession         touches the kernel):
+//                 (pure state machines)                    PiconetPosix (epoll, sockets,
+//                   |                                       syscall layer in System/)
+//                   |                                      PiconetLights (libgpiod)
+//                   |                                      C modules: CPiconetPosix CBlueZ
+//                   |                                      CGPIOD CSodium CMath
+//                   |                                        |
+//   base:         PiconetWire  PiconetLoop  (pure: bytes, time, loop API; both columns use them)
 //                 (PiconetWire uses PiconetLoop's address types: mgmt packets name peers)
-//   OS edge:      PiconetPosix (epoll, sockets, syscalls)  PiconetLights (libgpiod)
-//                 CBlueZ  CGPIOD  CSodium  CMath        (C headers)
 //
 // Two modes from one source (as smoltcp builds with and without `std`):
 // - ordinary Swift (the default): every target, tests, hub, CLI;
