@@ -9,11 +9,13 @@
 // ASan sees a memory error, or a property below does not hold:
 //   - wire values: what parses re-encodes to bytes that parse to the same value
 //     (decode ∘ encode = id on everything the parser accepts);
+//   - ATT PDUs likewise (a value runs to the end of a PDU: a prefix may be another valid PDU);
 //   - machines (session, mDNS responder and browser, hub aggregator): any datagram
 //     sequence is taken without a trap, and their tables stay within their bounds.
 //
 // `piconet-fuzz --list` names the targets; `piconet-fuzz --seeds DIR` writes one seed
-// corpus per target (valid encodings of the values the golden-byte tests use) to DIR/NAME/.
+// corpus per target (valid encodings of the values the golden-byte tests use) to DIR/NAME/,
+// for each target that has no such folder yet.
 @testable import PiconetDiscovery
 import PiconetHub
 import PiconetLoop
@@ -102,6 +104,10 @@ let targets: [Target] = [
         roundTrip(PiconetServiceData.self, bytes, "le-advertising")
     },
     Target(name: "mgmt") { roundTrip(ManagementEventPacket.self, $0, "mgmt") },
+    Target(name: "att") { bytes in
+        roundTrip(ATTPDU.self, bytes, "att")
+        roundTrip(GATTCharacteristicDeclaration.self, bytes, "att")
+    },
     Target(name: "session-packet") { bytes in
         roundTrip(SessionPacket.self, bytes, "session-packet")
         roundTrip(HandshakeFrame.self, bytes, "session-packet")
@@ -194,6 +200,9 @@ func seeds(_ name: String) -> [[UInt8]] {
                                 samples: [.heartRate(HeartRateSample(time: Instant(nanoseconds: 4_000_000_000), measurement: HeartRateMeasurement(bpm: 72)))])
         let frame = SensorMessage.samples(batch).frameBytes()
         return name == "aggregator" ? [[UInt8(clamping: frame.count)] + frame] : [frame, batch.encoded()]
+    case "att":
+        // Exchange MTU request (247), a notification of Heart Rate Measurement (72 bpm), an error.
+        return [[0x02, 0xF7, 0x00], [0x1B, 0x0D, 0x00, 0x00, 0x48], [0x01, 0x08, 0x01, 0x00, 0x0A]]
     case "framer":
         return [LengthPrefixedFrame(payload: Array("hello".utf8)).encoded()]
     case "json":
@@ -214,9 +223,11 @@ if arguments.count > 1, arguments[1] == "--list" {
 }
 if arguments.count > 2, arguments[1] == "--seeds" {
     let dir = arguments[2]
+    mkdir(dir, 0o755)
     for t in targets {
         let d = dir + "/" + t.name
-        mkdir(d, 0o755)
+        // A target's folder that exists is kept as it is (committed seeds, or what a person added).
+        guard mkdir(d, 0o755) == 0 else { continue }
         for (i, s) in seeds(t.name).enumerated() {
             let path = d + "/seed-\(i)"
             guard let f = fopen(path, "wb") else { violated("seeds", "cannot write \(path)") }
