@@ -73,6 +73,10 @@ public enum FileSystem {
         }
     }
 
+    /// Creates a directory (0755 before the umask); one that exists already is not an error.
+    /// The corresponding C function is `mkdir`.
+    public static func makeDirectory(_ path: String) throws(IOError) { try Sys.makeDirectory(path, mode: 0o755) }
+
     /// Removes a file. The corresponding C function is `unlink`.
     public static func remove(_ path: String) throws(IOError) { try Sys.removeFile(path) }
 

@@ -112,6 +112,24 @@ public enum EncryptionPreference: UInt8, Sendable, CaseIterable, CustomStringCon
 ///
 /// `instance` is random per process start: a returning peer with the same
 /// instance kept its state (resume); a different one restarted.
+/// Text as a frame carries it: the longest prefix of whole Unicode scalars of `text` that encodes
+/// in `maxBytes` UTF-8 bytes. A cut inside a scalar would send invalid UTF-8; and since a peer's
+/// invalid UTF-8 becomes U+FFFD (3 bytes each) when read, the repaired text can be longer than
+/// the bytes that came: parse and encode both cut with this, so text reads back the same after
+/// it is sent on (found by the session-packet fuzz target, for names and close texts).
+func wireText(_ text: String, maxBytes: Int) -> String {
+    guard text.utf8.count > maxBytes else { return text }
+    var kept = String.UnicodeScalarView()
+    var bytes = 0
+    for scalar in text.unicodeScalars {
+        let n = UTF8.width(scalar)
+        guard bytes + n <= maxBytes else { break }
+        bytes += n
+        kept.append(scalar)
+    }
+    return String(kept)
+}
+
 public struct HandshakePayload: WireCodable, Equatable, Sendable {
     public static let maxNameLength = 63
     public var preference: EncryptionPreference
@@ -135,26 +153,11 @@ public struct HandshakePayload: WireCodable, Equatable, Sendable {
         guard n <= HandshakePayload.maxNameLength else {
             throw .tooLong(field: "display name", length: n, limit: HandshakePayload.maxNameLength)
         }
-        // Invalid UTF-8 from a peer becomes U+FFFD (3 bytes each), so the repaired name can be
-        // longer than the bytes that came: cut to what encodes in the limit, as `encode` does,
-        // so a name reads back the same after it is sent on (found by the session-packet fuzz target).
         displayName = HandshakePayload.fitted(String(decoding: try r.readBytes(n), as: UTF8.self))
     }
 
-    /// The longest prefix of whole Unicode scalars of `name` that encodes in `maxNameLength`
-    /// UTF-8 bytes (a cut inside a scalar would send invalid UTF-8).
-    static func fitted(_ name: String) -> String {
-        guard name.utf8.count > maxNameLength else { return name }
-        var kept = String.UnicodeScalarView()
-        var bytes = 0
-        for scalar in name.unicodeScalars {
-            let n = UTF8.width(scalar)
-            guard bytes + n <= maxNameLength else { break }
-            bytes += n
-            kept.append(scalar)
-        }
-        return String(kept)
-    }
+    /// `name` as it is sent: at most `maxNameLength` UTF-8 bytes, cut between characters.
+    static func fitted(_ name: String) -> String { wireText(name, maxBytes: maxNameLength) }
 
     public func encode(into w: inout ByteWriter) {
         w.writeUInt8(preference.rawValue)
@@ -483,13 +486,13 @@ public struct CloseFrame: WireCodable, Equatable, Sendable {
         }
         self.reason = reason
         let n = Int(try r.readUInt8())
-        text = String(decoding: try r.readBytes(n), as: UTF8.self)
+        text = wireText(String(decoding: try r.readBytes(n), as: UTF8.self), maxBytes: CloseFrame.maxTextLength)
     }
 
-    /// Text beyond this is cut when sending, so a close fits the smallest session datagram.
+    /// Text beyond this is cut when sending (between characters), so a close fits the smallest session datagram.
     public static let maxTextLength = 128
 
-    private var textBytes: ArraySlice<UInt8> { Array(text.utf8).prefix(CloseFrame.maxTextLength) }
+    private var textBytes: [UInt8] { Array(wireText(text, maxBytes: CloseFrame.maxTextLength).utf8) }
 
     public func encode(into w: inout ByteWriter) {
         w.writeUInt8(reason.rawValue)

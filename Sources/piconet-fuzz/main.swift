@@ -19,11 +19,11 @@
 @testable import PiconetDiscovery
 import PiconetHub
 import PiconetLoop
+import PiconetPosix
 import PiconetRuntime
 import PiconetSensors
 @testable import PiconetSession
 import PiconetWire
-import Glibc
 
 @_silgen_name("LLVMFuzzerRunDriver")
 func LLVMFuzzerRunDriver(_ argc: UnsafeMutablePointer<Int32>,
@@ -219,34 +219,34 @@ func seeds(_ name: String) -> [[UInt8]] {
 let arguments = CommandLine.arguments
 if arguments.count > 1, arguments[1] == "--list" {
     for t in targets { print(t.name) }
-    exit(0)
+    CurrentProcess.exit(0)
 }
 if arguments.count > 2, arguments[1] == "--seeds" {
     let dir = arguments[2]
-    mkdir(dir, 0o755)
-    for t in targets {
-        let d = dir + "/" + t.name
+    do throws(IOError) {
+        try FileSystem.makeDirectory(dir)
         // A target's folder that exists is kept as it is (committed seeds, or what a person added).
-        guard mkdir(d, 0o755) == 0 else { continue }
-        for (i, s) in seeds(t.name).enumerated() {
-            let path = d + "/seed-\(i)"
-            guard let f = fopen(path, "wb") else { violated("seeds", "cannot write \(path)") }
-            _ = s.withUnsafeBufferPointer { fwrite($0.baseAddress, 1, $0.count, f) }
-            fclose(f)
+        for t in targets where !FileSystem.isDirectory(dir + "/" + t.name) {
+            let d = dir + "/" + t.name
+            try FileSystem.makeDirectory(d)
+            for (i, s) in seeds(t.name).enumerated() { try FileSystem.write(d + "/seed-\(i)", s) }
         }
+    } catch {
+        print("piconet-fuzz: error: cannot write the seeds under \(dir): \(error)")
+        CurrentProcess.exit(74)
     }
-    exit(0)
+    CurrentProcess.exit(0)
 }
-guard let chosen = getenv("PICONET_FUZZ_TARGET").map({ String(cString: $0) }),
+guard let chosen = CurrentProcess.environment("PICONET_FUZZ_TARGET"),
       let target = targets.first(where: { $0.name == chosen }) else {
     print("piconet-fuzz: error: set PICONET_FUZZ_TARGET to one of: \(targets.map(\.name).joined(separator: ", ")) (scripts/fuzz does)")
-    exit(64)
+    CurrentProcess.exit(64)
 }
 nonisolated(unsafe) var current: ([UInt8]) -> Void = target.run
 current = target.run
 var argc = CommandLine.argc
 var argv = CommandLine.unsafeArgv
-exit(LLVMFuzzerRunDriver(&argc, &argv) { data, size in
+CurrentProcess.exit(LLVMFuzzerRunDriver(&argc, &argv) { data, size in
     current(size == 0 ? [] : Array(UnsafeBufferPointer(start: data, count: size)))
     return 0
 })

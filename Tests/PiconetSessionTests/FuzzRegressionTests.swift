@@ -24,3 +24,14 @@ import Testing
         #expect(back.encodedLength == payload.encodedLength)
     }
 }
+
+@Suite struct SessionFuzzRegressionCloseTests {
+    /// session-packet (in the clean-clone CI run): a close text of invalid UTF-8 grew past
+    /// 128 bytes on repair and read back shorter after it was sent on.
+    @Test func aCloseTextOfInvalidUTF8ReadsBackTheSame() throws {
+        let input = WireChecks.bytes(hex: "015d01f7f7f7f7f7f7f7f7f7f7f7f7f7f7f7f7f7f7f7f7f7f7f7f7f7f7f7f7f7f7f7f7f7f7f7f7f7f7f7f7f7f7f7f7f7f7f7f7f7f7f7f7f7f7f7f7f7f7f7f7f7f7ff00005bfffc0000f7f7f7f7f7f7f7f7f7f7f7f7f7f7f7f7f7f7f7f7f7f7")
+        let close = try CloseFrame(decoding: input)
+        #expect(close.text.utf8.count <= CloseFrame.maxTextLength)
+        #expect(try CloseFrame(decoding: close.encoded()) == close)
+    }
+}

@@ -63,9 +63,9 @@ for i in 0 1; do
 done
 ip link set lo up
 
-# An adapter that does not exist: one line naming the adapters there are, exit 1.
+# An adapter that does not exist: one line naming the adapters there are, exit 69 (unavailable).
 "$NODE" --transport bluetooth --adapter hci7 --identity "$W/n.key" --accept all > "$W/bad.log" 2>&1; rc=$?
-[ $rc = 1 ] && [ "$(wc -l < "$W/bad.log")" -le 2 ] && grep -qi "hci7" "$W/bad.log" && ok "piconet-node --adapter hci7: exit 1: $(tail -n1 "$W/bad.log")" \
+[ $rc = 69 ] && [ "$(wc -l < "$W/bad.log")" -le 2 ] && grep -qi "hci7" "$W/bad.log" && ok "piconet-node --adapter hci7: exit 69 (unavailable): $(tail -n1 "$W/bad.log")" \
   || { ko "piconet-node --adapter hci7 (exit $rc)"; cat "$W/bad.log"; }
 
 PORT=18089
