@@ -21,7 +21,8 @@ final class DatagramBatch {
     let headers: UnsafeMutablePointer<piconet_mmsghdr>
 
     init(capacity: Int, slotSize: Int) {
-        precondition(capacity > 0 && slotSize > 0, "DatagramBatch needs at least one slot of one byte")
+        // At least one slot of one byte: a batch size or datagram size of 0 from options means 1, not a trap.
+        let capacity = max(1, capacity), slotSize = max(1, slotSize)
         self.capacity = capacity
         self.slotSize = slotSize
         payload = UnsafeMutableRawPointer.allocate(byteCount: capacity * slotSize, alignment: 16)
