@@ -22,7 +22,8 @@
 // Two modes from one source (as smoltcp builds with and without `std`):
 // - ordinary Swift (the default): every target, tests, hub, CLI;
 // - PICONET_EMBEDDED=1: only piconet-node's module graph, in Embedded Swift
-//   (no Swift runtime, no reflection metadata, whole-module), linked against libc and libm.
+//   (no Swift runtime, no reflection metadata, whole-module), linked against libc only
+//   (CNodeLibm: the seven libm functions it calls, built in; no .eh_frame).
 //   Use its own scratch folder: `PICONET_EMBEDDED=1 swift build -c release
 //   --product piconet-node --scratch-path .build-embedded` (scripts/build-release does).
 import PackageDescription
@@ -190,6 +191,11 @@ if Context.environment["PICONET_EMBEDDED"] == "1" {
     package.dependencies = []
     package.products = [.executable(name: "piconet-node", targets: ["piconet-node"])]
     package.targets = package.targets.filter { nodeGraph.contains($0.name) }
+    // The seven libm functions the node calls, compiled in, so the node does not load libm.so
+    // (about 380 KiB resident of the 3 MiB idle budget; see Sources/CNodeLibm/libm_subset.c).
+    // -fno-builtin: it defines ceil, sin, ... itself; -fno-math-errno: sqrt is the instruction.
+    package.targets.append(.target(name: "CNodeLibm", path: "Sources/CNodeLibm",
+                                   cSettings: [.unsafeFlags(["-fno-builtin", "-fno-math-errno"])]))
     for target in package.targets where target.type != .system {
         target.swiftSettings = (target.swiftSettings ?? []) + [
             .enableExperimentalFeature("Embedded"),
@@ -200,11 +206,15 @@ if Context.environment["PICONET_EMBEDDED"] == "1" {
         ]
     }
     for target in package.targets where target.type == .executable {
+        target.dependencies.append("CNodeLibm")
+        // No libm (CNodeLibm above); no .eh_frame and no .eh_frame_hdr: Embedded Swift never
+        // unwinds (a trap is a trap) and neither do libsodium or libgpiod, so the unwind tables
+        // were 75 KB of the binary that nothing reads (scripts/lib/discard-eh-frame.ld).
         target.linkerSettings = (target.linkerSettings ?? []) + [
-            .linkedLibrary("m"),
             .unsafeFlags(["\(embeddedLib)/libswiftUnicodeDataTables.a",
                           "\(cLibraries)/libsodium.a", "\(cLibraries)/libgpiod.a",
-                          "-Xlinker", "--gc-sections"]),
+                          "-Xlinker", "--gc-sections", "-Xlinker", "--no-eh-frame-hdr",
+                          "-Xlinker", "-T", "-Xlinker", "\(Context.packageDirectory)/scripts/lib/discard-eh-frame.ld"]),
         ]
     }
 }

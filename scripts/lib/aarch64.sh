@@ -15,7 +15,8 @@
 #   (unstripped) binary's path. SwiftPM compiles (target aarch64-none-none-elf: the toolchain's
 #   Embedded stdlib for 64-bit Arm, with the sysroot's Linux headers); SwiftPM cannot link a
 #   none-elf target against glibc, so clang links the objects with lld, as the facts file
-#   (shared/facts/embedded-swift.md) checked by hand.
+#   (shared/facts/embedded-swift.md) checked by hand: no libm (CNodeLibm is among the
+#   objects) and no .eh_frame, as Package.swift links the x86_64 node.
 PICONET_CACHE=${PICONET_CACHE:-/var/cache/piconet}
 PICONET_SWIFT=${PICONET_SWIFT:-/opt/swift/usr}
 
@@ -86,8 +87,9 @@ embedded_node_aarch64() {
   local objects="$scratch/aarch64-none-none-elf/release" bin="$scratch/piconet-node-aarch64"
   # SwiftPM names an executable's entry point MODULE_main (for @testable); main is defined here.
   "$PICONET_SWIFT/bin/clang" --target=aarch64-linux-gnu --sysroot="$sysroot" -fuse-ld=lld \
-    "$objects"/*.build/*.o "$lib/libswiftUnicodeDataTables.a" "$clibs/libsodium.a" "$clibs/libgpiod.a" -lm \
+    "$objects"/*.build/*.o "$lib/libswiftUnicodeDataTables.a" "$clibs/libsodium.a" "$clibs/libgpiod.a" \
     -Wl,--defsym,main=piconet_node_main -Wl,--gc-sections -Wl,-z,pack-relative-relocs -Wl,--no-export-dynamic \
+    -Wl,--no-eh-frame-hdr -Wl,-T,"$PICONET_ROOT/scripts/lib/discard-eh-frame.ld" \
     -B "$gcc" -L "$gcc" -o "$bin" >&2 || return 1
   printf '%s\n' "$bin"
 }
