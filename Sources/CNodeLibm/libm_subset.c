@@ -88,8 +88,11 @@ static int64_t reduce_pio2(double x, double *y) {
         pio2_2 = 6.07710050630396597660e-11, pio2_2t = 2.02226624879595063154e-21,
         pio2_3 = 2.02226624871116645580e-21, pio2_3t = 8.47842766036889956997e-32;
     static const double toint_n = 6755399441055744.0; // 1.5 * 2^52
-    bits64 big = { x };
-    if ((big.i >> 52 & 0x7ff) >= 0x3ff + 30) { // |x| >= 2^30: whole turns off first (phase digits are gone anyway)
+    // |x| >= 2^30: whole turns off first, each pass shrinking |x| by about 2^-50 (at most 21
+    // passes from DBL_MAX); the phase digits are gone at that size anyway, the result stays finite.
+    for (int pass = 0; pass < 32; pass++) {
+        bits64 big = { x };
+        if ((big.i >> 52 & 0x7ff) < 0x3ff + 30) break;
         double k = floor(x * 1.59154943091895335768e-01 + 0.5); // x / 2pi
         x = (x - k * (4 * pio2_1)) - k * (4 * pio2_1t);
     }

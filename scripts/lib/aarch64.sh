@@ -89,7 +89,7 @@ embedded_node_aarch64() {
   "$PICONET_SWIFT/bin/clang" --target=aarch64-linux-gnu --sysroot="$sysroot" -fuse-ld=lld \
     "$objects"/*.build/*.o "$lib/libswiftUnicodeDataTables.a" "$clibs/libsodium.a" "$clibs/libgpiod.a" \
     -Wl,--defsym,main=piconet_node_main -Wl,--gc-sections -Wl,-z,pack-relative-relocs -Wl,--no-export-dynamic \
-    -Wl,--no-eh-frame-hdr -Wl,-T,"$PICONET_ROOT/scripts/lib/discard-eh-frame.ld" \
+    -Wl,--no-eh-frame-hdr -Wl,-T,"$PICONET_ROOT/scripts/lib/discard-eh-frame.ld" -Wl,-Map,"$bin.map" \
     -B "$gcc" -L "$gcc" -o "$bin" >&2 || return 1
   printf '%s\n' "$bin"
 }

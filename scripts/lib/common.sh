@@ -76,7 +76,10 @@ netns_end() {
 embedded_node() {
   if [ -n "${PICONET_NODE_BIN:-}" ]; then printf '%s\n' "$PICONET_NODE_BIN"; return 0; fi
   local scratch=${PICONET_EMBEDDED_SCRATCH:-$PICONET_ROOT/.build-embedded}
-  local args=(-c release --package-path "$PICONET_ROOT" --scratch-path "$scratch" -Xswiftc -Osize)
+  # The linker map ($scratch/piconet-node.map) is what scripts/bench.d/67-node-embedded breaks
+  # the binary's size down by (one file, rewritten by each link; no effect on the binary).
+  local args=(-c release --package-path "$PICONET_ROOT" --scratch-path "$scratch" -Xswiftc -Osize
+              -Xlinker "-Map=$scratch/piconet-node.map")
   PICONET_EMBEDDED=1 swift build "${args[@]}" --product piconet-node >&2 || return 1
   printf '%s/piconet-node\n' "$(PICONET_EMBEDDED=1 swift build "${args[@]}" --show-bin-path)"
 }
