@@ -215,14 +215,20 @@ in_swift_chroot() {
 }
 
 # hub_cli_aarch64 PRODUCT...: builds PRODUCTs (piconet-hub, piconet) for aarch64 in release with
-# the static stdlib; prints the bin folder (unstripped). Scratch: $PICONET_ROOT/.build-aarch64.
+# the static stdlib; prints the bin folder (unstripped). Scratch: $PICONET_AARCH64_SCRATCH, by
+# default in the cache, keyed by the swiftlang version, so that a fresh clone (CI) finds the
+# dependencies (NIO, Hummingbird, GRDB: most of the ~15 min) compiled; one build at a time (flock).
 hub_cli_aarch64() {
-  local sdks; sdks=$(aarch64_swift_sdk) || return 1
-  local scratch=${PICONET_AARCH64_SCRATCH:-$PICONET_ROOT/.build-aarch64} p args
+  local sdks version; sdks=$(aarch64_swift_sdk) || return 1; version=$(swiftlang_version) || return 1
+  local scratch=${PICONET_AARCH64_SCRATCH:-$PICONET_CACHE/build-aarch64-$version} p args
   args=(-c release --static-swift-stdlib --package-path "$PICONET_ROOT" --scratch-path "$scratch"
         --swift-sdks-path "$sdks" --swift-sdk "$PICONET_SWIFT_SDK_NAME")
-  for p in "$@"; do
-    in_swift_chroot swift build "${args[@]}" --product "$p" >&2 || return 1
-  done
-  in_swift_chroot swift build "${args[@]}" --show-bin-path
+  mkdir -p "$scratch"
+  (
+    flock 9
+    for p in "$@"; do
+      in_swift_chroot swift build "${args[@]}" --product "$p" >&2 || exit 1
+    done
+    in_swift_chroot swift build "${args[@]}" --show-bin-path
+  ) 9>"$scratch.lock"
 }
