@@ -173,7 +173,7 @@ aarch64_swift_sdk() {
   for l in "$lib"/libsqlite3.so "$lib"/libsodium.so "$lib"/libgpiod.so "$lib"/libbluetooth.so \
            "$sysroot"/usr/lib/gcc/aarch64-linux-gnu/12/libstdc++.so; do rm -f "$l"; done
   for l in "$lib"/*.so; do
-    [ -L "$l" ] && t=$(readlink "$l") && [ "${t#/}" != "$t" ] && ln -sfn "$sysroot$t" "$l"
+    [ -L "$l" ] && t=$(readlink "$l") && [ "${t#/}" != "$t" ] && ln -sfn "../../..$t" "$l"   # usr/lib/<triple>/ -> /
   done
   "$PICONET_SWIFT/bin/clang" --target=aarch64-linux-gnu --sysroot="$sysroot" -O2 -fPIC -c \
     "$PICONET_ROOT/scripts/lib/glibc238-shims.c" -o "$sdk/static/glibc238-shims.o" >&2 || return 1

@@ -6,6 +6,7 @@
 #include <string.h>
 long __isoc23_strtol(const char *, char **, int);
 long long __isoc23_strtoll(const char *, char **, int);
+unsigned long __isoc23_strtoul(const char *, char **, int);
 int __isoc23_sscanf(const char *, const char *, ...);
 size_t strlcpy(char *, const char *, size_t);
 size_t strlcat(char *, const char *, size_t);
@@ -22,6 +23,8 @@ int main(void) {
   errno = 0; CHECK(__isoc23_strtoll("0b1" "0000000000000000000000000000000000000000000000000000000000000000", &end, 0) == LLONG_MAX && errno == ERANGE);
   errno = 0; CHECK(__isoc23_strtoll("-0b1" "000000000000000000000000000000000000000000000000000000000000000", &end, 0) == LLONG_MIN && errno == 0);
   CHECK(__isoc23_strtoll("123456789012", &end, 10) == 123456789012LL);
+  CHECK(__isoc23_strtoul("0b1111", &end, 0) == 15 && *end == 0);
+  CHECK(__isoc23_strtoul("ffffffff", &end, 16) == 0xffffffffUL && *end == 0);
   int a = 0; char s[8] = "";
   CHECK(__isoc23_sscanf("7 seven", "%d %7s", &a, s) == 2 && a == 7 && strcmp(s, "seven") == 0);
   char b[4];

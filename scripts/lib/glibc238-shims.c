@@ -1,6 +1,7 @@
 /* The glibc 2.38 functions that Debian's aarch64 Swift runtime (libswiftCore.a, libdispatch.a,
  * built against sid's glibc) references and glibc 2.36 (Debian 12 / Raspberry Pi OS bookworm) lacks:
- * the three C23 entry points below and strlcpy/strlcat (BSD's, added to glibc in 2.38).
+ * the C23 entry points below and strlcpy/strlcat (BSD's, added to glibc in 2.38). Found with
+ * `llvm-nm -u` over every archive of swift_static/linux: __isoc23_{strtol,strtoll,strtoul,sscanf}.
  * Linked into the aarch64 piconet-hub and piconet (scripts/lib/aarch64.sh) so that they run on
  * bookworm as well as trixie. glibc 2.38 added them as the C23 variants of strtol, strtoll and
  * sscanf: the only difference is that base 0 or 2 also accepts a "0b"/"0B" binary prefix.
@@ -45,6 +46,14 @@ long long __isoc23_strtoll(const char *s, char **end, int base) {
   long long v;
   if (binary_prefixed(s, end, base, LLONG_MIN, LLONG_MAX, &v)) return v;
   return strtoll(s, end, base);
+}
+
+unsigned long __isoc23_strtoul(const char *s, char **end, int base) {
+  long long v;
+  /* strtoul's range is ULONG_MAX and a "-" negates; binary literals that large are not expected
+   * from the runtime (UUID and ICU version digits), so only the common range is read here. */
+  if (binary_prefixed(s, end, base, LLONG_MIN, LLONG_MAX, &v)) return (unsigned long)v;
+  return strtoul(s, end, base);
 }
 
 int __isoc23_sscanf(const char *s, const char *format, ...) {
