@@ -230,5 +230,5 @@ hub_cli_aarch64() {
       in_swift_chroot swift build "${args[@]}" --product "$p" >&2 || exit 1
     done
     in_swift_chroot swift build "${args[@]}" --show-bin-path
-  ) 9>"$scratch.lock"
+  ) 9>"$scratch/.piconet-lock"
 }
