@@ -40,6 +40,11 @@ _fetch_unpacked() {
   # shellcheck disable=SC2207
   opts=($(_private_apt "$apt_dir" "$arch" "$suite"))
   apt-get "${opts[@]}" update >&2 || return 1
+  # Already unpacked (same .deb names, so the same key as below): no download (swiftlang is 0.5 GB).
+  local names; names=$(apt-get "${opts[@]}" download --print-uris "$@" 2>/dev/null | awk '{print "./" $2}' | sort)
+  if [ -n "$names" ] && [ -f "$target-$(sha256sum <<<"$names" | cut -c1-12)/.complete" ]; then
+    printf '%s\n' "$target-$(sha256sum <<<"$names" | cut -c1-12)"; return 0
+  fi
   local debs="$apt_dir/debs"; rm -rf "$debs"; mkdir -p "$debs"
   (cd "$debs" && apt-get "${opts[@]}" download "$@" >&2 2>&1) || return 1
   local key; key=$(cd "$debs" && ls ./*.deb | sha256sum | cut -c1-12)
@@ -92,4 +97,140 @@ embedded_node_aarch64() {
     -Wl,--no-eh-frame-hdr -Wl,-T,"$PICONET_ROOT/scripts/lib/discard-eh-frame.ld" -Wl,-Map,"$bin.map" \
     -B "$gcc" -L "$gcc" -o "$bin" >&2 || return 1
   printf '%s\n' "$bin"
+}
+
+# ---- The hub and the CLI for aarch64 (ordinary Swift: Foundation, NIO, GRDB) ----
+# This toolchain (6.3.1) has no aarch64 Linux runtime, and it cannot import another compiler's
+# binary .swiftmodule files (Foundation ships no .swiftinterface). So the cross build uses one
+# Swift release end to end, Debian's swiftlang 6.2.3 (sid):
+# - swift_chroot: a debootstrap'd sid amd64 root with swiftlang:amd64 (the compiler needs
+#   glibc 2.42; this host is bookworm), cached in $PICONET_CACHE/chroot-sid-amd64-VERSION;
+# - swiftlang_arm64: swiftlang:arm64 of the same version, unpacked: its static stdlib and
+#   Foundation (usr/libexec/swift/lib/swift_static/linux) are the target's resources;
+# - hub_sysroot_arm64: bookworm's arm64 libc, libstdc++, libsqlite3 (linked statically),
+#   libsodium, libgpiod, BlueZ headers: linking against glibc 2.36 keeps the binaries to
+#   symbols bookworm has; glibc238-shims.c defines the 2.38 ones Debian's runtime calls;
+# - aarch64_swift_sdk: a Swift SDK bundle (swift-sdk.json + toolset.json) naming those,
+#   used as `swift build --swift-sdks-path DIR --swift-sdk piconet-aarch64`.
+# Cold: ~1 GB of downloads and ~3 GB unpacked; warm: nothing is fetched again while sid's
+# swiftlang version stays (a new one is a new cache key).
+PICONET_SWIFT_SDK_NAME=piconet-aarch64
+
+# swiftlang_version: sid's current swiftlang version (from the private arm64 apt lists).
+swiftlang_version() {
+  local apt_dir="$PICONET_CACHE/apt-sid-arm64" opts
+  # shellcheck disable=SC2207
+  opts=($(_private_apt "$apt_dir" arm64 sid))
+  [ -n "${_SWIFTLANG_VERSION:-}" ] || {
+    apt-get "${opts[@]}" update >/dev/null 2>&1 || return 1
+    _SWIFTLANG_VERSION=$(apt-cache "${opts[@]}" policy swiftlang | awk '/Candidate:/ {print $2}')
+  }
+  [ -n "$_SWIFTLANG_VERSION" ] && [ "$_SWIFTLANG_VERSION" != "(none)" ] || { warn "no swiftlang in sid (arm64)"; return 1; }
+  printf '%s\n' "$_SWIFTLANG_VERSION"
+}
+
+swiftlang_arm64() {
+  _fetch_unpacked arm64 sid "$PICONET_CACHE/swiftlang-sid-arm64" swiftlang libswiftlang
+}
+
+hub_sysroot_arm64() {
+  _fetch_unpacked arm64 bookworm "$PICONET_CACHE/hubroot-bookworm-arm64" \
+    libc6 libc6-dev libgcc-12-dev libgcc-s1 linux-libc-dev libstdc++-12-dev libstdc++6 \
+    libsqlite3-dev libsqlite3-0 libsodium-dev libsodium23 libgpiod-dev libgpiod2 \
+    libbluetooth-dev libbluetooth3 zlib1g zlib1g-dev
+}
+
+# swift_chroot: prints the sid amd64 root with swiftlang (the version swiftlang_version names).
+swift_chroot() {
+  local version; version=$(swiftlang_version) || return 1
+  local root="$PICONET_CACHE/chroot-sid-amd64-$version"
+  if [ ! -f "$root/.complete" ]; then
+    command -v debootstrap >/dev/null || { warn "debootstrap is missing (apt-get install debootstrap)"; return 1; }
+    rm -rf "$root.tmp"
+    debootstrap --variant=minbase --include=git,ca-certificates sid "$root.tmp" http://deb.debian.org/debian >&2 \
+      || { warn "debootstrap of sid failed"; return 1; }
+    chroot "$root.tmp" env DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends \
+      "swiftlang=$version" "libswiftlang=$version" libc6-dev >&2 || { warn "installing swiftlang $version in the sid root failed"; return 1; }
+    chroot "$root.tmp" apt-get clean
+    rm -rf "$root"; mv "$root.tmp" "$root"; : >"$root/.complete"
+  fi
+  printf '%s\n' "$root"
+}
+
+# aarch64_swift_sdk: writes the Swift SDK bundle for the sid chroot's swift (paths as seen
+# inside the chroot, which binds $PICONET_CACHE and the checkout at their own paths) and
+# prints the folder to pass as --swift-sdks-path. Rewritten each call (cheap; it only names
+# cached folders) and adjusts the sysroot (below).
+aarch64_swift_sdk() {
+  local sysroot swiftlang; sysroot=$(hub_sysroot_arm64) || return 1; swiftlang=$(swiftlang_arm64) || return 1
+  local dir="$PICONET_CACHE/swift-sdk-aarch64" lib="$sysroot/usr/lib/aarch64-linux-gnu"
+  local bundle="$dir/$PICONET_SWIFT_SDK_NAME.artifactbundle" sdk
+  sdk="$bundle/$PICONET_SWIFT_SDK_NAME"
+  rm -rf "$bundle"; mkdir -p "$sdk/static"
+  # clang searches the sysroot's library folders before any -L of ours, so the sysroot itself
+  # is made to say what to link: the -dev links of libraries to take statically are removed
+  # (the linker then finds only the .a), and links with an absolute target (bookworm's
+  # libm.so -> /lib/...: out of the sysroot, so the linker took libm.a) are made relative.
+  local l t
+  for l in "$lib"/libsqlite3.so "$lib"/libsodium.so "$lib"/libgpiod.so "$lib"/libbluetooth.so \
+           "$sysroot"/usr/lib/gcc/aarch64-linux-gnu/12/libstdc++.so; do rm -f "$l"; done
+  for l in "$lib"/*.so; do
+    [ -L "$l" ] && t=$(readlink "$l") && [ "${t#/}" != "$t" ] && ln -sfn "../../..$t" "$l"   # usr/lib/<triple>/ -> /
+  done
+  "$PICONET_SWIFT/bin/clang" --target=aarch64-linux-gnu --sysroot="$sysroot" -O2 -fPIC -c \
+    "$PICONET_ROOT/scripts/lib/glibc238-shims.c" -o "$sdk/static/glibc238-shims.o" >&2 || return 1
+  local res="$swiftlang/usr/libexec/swift/lib"
+  # Swift's driver takes swiftrt.o and the static-stdlib link arguments from the SDK root's
+  # usr/lib/swift_static whatever the JSON says: link Debian's resources in there.
+  ln -sfn "$res/swift_static" "$sysroot/usr/lib/swift_static"; ln -sfn "$res/swift" "$sysroot/usr/lib/swift"
+  cat >"$bundle/info.json" <<JSON
+{"schemaVersion": "1.0", "artifacts": {"$PICONET_SWIFT_SDK_NAME": {"type": "swiftSDK", "version": "1",
+  "variants": [{"path": "$PICONET_SWIFT_SDK_NAME"}]}}}
+JSON
+  cat >"$sdk/swift-sdk.json" <<JSON
+{"schemaVersion": "4.0", "targetTriples": {"aarch64-unknown-linux-gnu": {
+  "sdkRootPath": "$sysroot", "swiftResourcesPath": "$res/swift", "swiftStaticResourcesPath": "$res/swift_static",
+  "toolsetPaths": ["toolset.json"]}}}
+JSON
+  cat >"$sdk/toolset.json" <<JSON
+{"schemaVersion": "1.0", "swiftCompiler": {"extraCLIOptions": ["-use-ld=lld",
+  "-Xlinker", "$sdk/static/glibc238-shims.o"]}}
+JSON
+  printf '%s\n' "$dir"
+}
+
+# in_swift_chroot COMMAND...: runs COMMAND in the sid root, in its own mount namespace (the
+# binds vanish with it: nothing stays mounted), with /proc, /dev, the checkout, the package
+# mirror and the cache bound at their own paths, and git's GitHub rewrite to /opt/swift-packages.
+in_swift_chroot() {
+  local root; root=$(swift_chroot) || return 1
+  local pkgs=${PICONET_SWIFT_PACKAGES:-/opt/swift-packages}
+  # shellcheck disable=SC2016
+  unshare -m --propagation private sh -ec '
+    root=$1 pkgs=$2 checkout=$3 cache=$4; shift 4
+    mount -t proc proc "$root/proc"; mount --rbind /dev "$root/dev"
+    for d in "$checkout" "$pkgs" "$cache"; do mkdir -p "$root$d"; mount --bind "$d" "$root$d"; done
+    exec chroot "$root" env -i PATH=/usr/bin:/bin HOME=/root LANG=C.UTF-8 \
+      GIT_CONFIG_COUNT=2 GIT_CONFIG_KEY_0="url.$pkgs/.insteadOf" GIT_CONFIG_VALUE_0=https://github.com/ \
+      GIT_CONFIG_KEY_1=safe.directory GIT_CONFIG_VALUE_1="*" "$@"
+  ' sh "$root" "$pkgs" "$PICONET_ROOT" "$PICONET_CACHE" "$@"
+}
+
+# hub_cli_aarch64 PRODUCT...: builds PRODUCTs (piconet-hub, piconet) for aarch64 in release with
+# the static stdlib; prints the bin folder (unstripped). Scratch: $PICONET_AARCH64_SCRATCH, by
+# default in the cache, keyed by the swiftlang version, so that a fresh clone (CI) finds the
+# dependencies (NIO, Hummingbird, GRDB: most of the ~15 min) compiled; one build at a time (flock).
+hub_cli_aarch64() {
+  local sdks version; sdks=$(aarch64_swift_sdk) || return 1; version=$(swiftlang_version) || return 1
+  local scratch=${PICONET_AARCH64_SCRATCH:-$PICONET_CACHE/build-aarch64-$version} p args
+  args=(-c release --static-swift-stdlib --package-path "$PICONET_ROOT" --scratch-path "$scratch"
+        --swift-sdks-path "$sdks" --swift-sdk "$PICONET_SWIFT_SDK_NAME")
+  mkdir -p "$scratch"
+  (
+    flock 9
+    for p in "$@"; do
+      in_swift_chroot swift build "${args[@]}" --product "$p" >&2 || exit 1
+    done
+    in_swift_chroot swift build "${args[@]}" --show-bin-path
+  ) 9>"$scratch/.piconet-lock"
 }

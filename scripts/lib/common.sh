@@ -14,6 +14,7 @@ PICONET_APT_PACKAGES=(
   gcc libc6-dev            # scripts/bench compiles its C baseline
   mosquitto libmosquitto-dev libcoap3-dev  # bench.d/80-mqtt, 81-coap: broker and C clients
   chromium sqlite3         # the main-job stage: browser test of the live page, history checks
+  debootstrap              # stage 72-arm64: the sid root with Debian's swiftlang for the aarch64 hub and CLI
 )
 # usage_error WHAT [FIX]: the one-line usage error of every Piconet command (STYLE.md):
 # "NAME: error: WHAT (FIX)" on stderr, exit 64 (EX_USAGE).
