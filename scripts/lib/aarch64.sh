@@ -201,7 +201,9 @@ JSON
 
 # in_swift_chroot COMMAND...: runs COMMAND in the sid root, in its own mount namespace (the
 # binds vanish with it: nothing stays mounted), with /proc, /dev, the checkout, the package
-# mirror and the cache bound at their own paths, and git's GitHub rewrite to /opt/swift-packages.
+# mirror and the cache bound at their own paths, the checkout also at /piconet-src (one path for
+# every clone, so the cached scratch's build records match a fresh clone's and only what changed
+# is compiled again), and git's GitHub rewrite to /opt/swift-packages.
 in_swift_chroot() {
   local root; root=$(swift_chroot) || return 1
   local pkgs=${PICONET_SWIFT_PACKAGES:-/opt/swift-packages}
@@ -210,6 +212,7 @@ in_swift_chroot() {
     root=$1 pkgs=$2 checkout=$3 cache=$4; shift 4
     mount -t proc proc "$root/proc"; mount --rbind /dev "$root/dev"
     for d in "$checkout" "$pkgs" "$cache"; do mkdir -p "$root$d"; mount --bind "$d" "$root$d"; done
+    mkdir -p "$root/piconet-src"; mount --bind "$checkout" "$root/piconet-src"
     exec chroot "$root" env -i PATH=/usr/bin:/bin HOME=/root LANG=C.UTF-8 \
       GIT_CONFIG_COUNT=2 GIT_CONFIG_KEY_0="url.$pkgs/.insteadOf" GIT_CONFIG_VALUE_0=https://github.com/ \
       GIT_CONFIG_KEY_1=safe.directory GIT_CONFIG_VALUE_1="*" "$@"
@@ -223,7 +226,7 @@ in_swift_chroot() {
 hub_cli_aarch64() {
   local sdks version; sdks=$(aarch64_swift_sdk) || return 1; version=$(swiftlang_version) || return 1
   local scratch=${PICONET_AARCH64_SCRATCH:-$PICONET_CACHE/build-aarch64-$version} p args
-  args=(-c release --static-swift-stdlib --package-path "$PICONET_ROOT" --scratch-path "$scratch"
+  args=(-c release --static-swift-stdlib --package-path /piconet-src --scratch-path "$scratch"
         --swift-sdks-path "$sdks" --swift-sdk "$PICONET_SWIFT_SDK_NAME")
   mkdir -p "$scratch"
   (
