@@ -60,6 +60,12 @@ final class NodeApp {
     var realHeartRate: [HeartRateSample] = []
     var realHeartRateDropped = 0
     static let realHeartRateLimit = 64
+    /// `--motion iio:NAME`: the IMU (its samples replace the simulated motion).
+    var motionDevice: IIOMotionLink?
+    /// Samples from the IMU waiting for the next batch: at most `realMotionLimit`, oldest dropped (counted).
+    var realMotion: [MotionSample] = []
+    var realMotionDropped = 0
+    static let realMotionLimit = 256
 
     static let batchPeriod: Duration = .milliseconds(250)
     static let summaryPeriod: Duration = .seconds(5)
@@ -100,6 +106,9 @@ final class NodeApp {
             let adapter = try attempt { () throws(BluetoothError) in try RadioTransport.adapter(settings.adapter, board: profile?.bluetoothAdapter) }
             heartRateSensor = HeartRateSensorLink(loop: loop, adapter: adapter, sensor: sensor, security: settings.linkSecurity.level)
         }
+        if case let .iio(name) = settings.motion {
+            motionDevice = IIOMotionLink(loop: loop, name: name, hertz: Int(settings.motionHz.rounded()))
+        }
         log("identity \(identity.peerID) (\(settings.identityPath)), policy \(settings.policyText)"
             + (trust.map { ", \($0.count) trusted hubs in \($0.path)" } ?? ""))
     }
@@ -134,6 +143,11 @@ final class NodeApp {
                 self.realHeartRate.append(HeartRateSample(time: at, measurement: m))
             }
             hr.start()
+        }
+        if let imu = motionDevice {
+            imu.onEvent = { [weakSelf] e in weakSelf.owner?.log(e.description) }
+            imu.onSamples = { [weakSelf] samples in weakSelf.owner?.addMotion(samples) }
+            try attempt { () throws(IIODeviceError) in try imu.start() }
         }
         lights?.driver.show(.advertising)
         if (try? lights?.watchButton(on: loop) { [weakSelf] e in weakSelf.owner?.button(e) }) != nil, lights?.button != nil { hasButton = true }
@@ -181,6 +195,7 @@ final class NodeApp {
         streamTimer?.cancel()
         summaryTimer?.cancel()
         heartRateSensor?.stop()
+        motionDevice?.stop()
         advertiser?.stop()
         session.close()
         lights?.close()
@@ -316,6 +331,7 @@ final class NodeApp {
         // Samples generated while no hub listened are not news: start from now.
         _ = wearable.samples(upTo: loop.now)
         realHeartRate.removeAll()
+        realMotion.removeAll()
         streamTimer = loop.scheduleRepeating(every: Self.batchPeriod) { [weakSelf] in weakSelf.owner?.pump() }
         summaryTimer = loop.scheduleRepeating(every: Self.summaryPeriod) { [weakSelf] in weakSelf.owner?.sendSummary() }
     }
@@ -332,13 +348,25 @@ final class NodeApp {
         var batches: [SampleBatch] = []
         for s in wearable.samples(upTo: now) {
             if heartRateSensor != nil, case .heartRate = s { continue }
+            if motionDevice != nil, case .motion = s { continue }
             batches += batcher.add(s, at: now)
         }
         for h in realHeartRate { batches += batcher.add(.heartRate(h), at: now) }
         realHeartRate.removeAll()
+        for m in realMotion { batches += batcher.add(.motion(m), at: now) }
+        realMotion.removeAll()
         batches += batcher.timerFired(at: now)
         for b in batches { send(SensorMessage.samples(b).frameBytes(), mode: .unreliable) }
         if !batches.isEmpty { lights?.driver.flashActivity() }
+    }
+
+    /// Keeps the IMU's samples for the next batch while a hub listens (bounded, oldest dropped).
+    func addMotion(_ samples: [MotionSample]) {
+        guard streamTimer != nil else { return }
+        for m in samples {
+            if realMotion.count >= Self.realMotionLimit { realMotion.removeFirst(); realMotionDropped += 1 }
+            realMotion.append(m)
+        }
     }
 
     func sendSummary() {
@@ -407,6 +435,9 @@ extension SessionRuntimeError: NodeFailureConvertible { var nodeFailure: NodeFai
 extension DiscoveryRuntimeError: NodeFailureConvertible { var nodeFailure: NodeFailure { .discovery(self) } }
 extension IOError: NodeFailureConvertible { var nodeFailure: NodeFailure { .system(self) } }
 extension BoardProfileError: NodeFailureConvertible { var nodeFailure: NodeFailure { .other(description: description, unavailable: false) } }
+extension IIODeviceError: NodeFailureConvertible {
+    var nodeFailure: NodeFailure { .other(description: "--motion: \(description)", unavailable: isUnavailable) }
+}
 extension BluetoothError: NodeFailureConvertible { var nodeFailure: NodeFailure { .other(description: description, unavailable: isUnavailable) } }
 extension SessionHostError: NodeFailureConvertible {
     var nodeFailure: NodeFailure {

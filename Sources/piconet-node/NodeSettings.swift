@@ -34,6 +34,8 @@ struct NodeSettings {
     var linkSecurity = LinkSecurity()
     /// `--hr-sensor`: a real BLE heart-rate strap replaces the simulated heart rate.
     var hrSensor: HeartRateSensorSelector?
+    /// `--motion`: the simulated wearable's motion, or a kernel IIO accelerometer's.
+    var motion: MotionSourceSelector = .simulated
 
     /// Config file keys: the long flag names, plus `role`, `state-dir`, `gpio-chip`, `allow-list`.
     /// The camelCase spellings scripts/lib/board-files.sh writes stay accepted.
@@ -41,7 +43,7 @@ struct NodeSettings {
         binary: "piconet-node",
         keys: ["name", "role", "service", "board", "interface", "state-dir", "identity", "trust-store",
                "accept", "allow-list", "profile", "seed", "motion-hz", "port", "encryption",
-               "boards-dir", "gpio-chip", "transport", "adapter", "psm", "security", "pairing", "hr-sensor"],
+               "boards-dir", "gpio-chip", "transport", "adapter", "psm", "security", "pairing", "hr-sensor", "motion"],
         aliases: ["interfaces": "interface", "stateDirectory": "state-dir", "trustStore": "trust-store",
                   "allowList": "allow-list", "motionHz": "motion-hz", "boardsDirectory": "boards-dir", "gpioChip": "gpio-chip",
                   "hrSensor": "hr-sensor"],
@@ -170,6 +172,12 @@ struct NodeSettings {
         }
         if let text = try opt.string("hr-sensor") {
             s.hrSensor = try parseHeartRateSensor(text)
+        }
+        if let text = try opt.string("motion") {
+            guard let m = MotionSourceSelector(text) else {
+                throw SettingsError.invalid(description: "--motion takes sim or iio:NAME (NAME as in /sys/bus/iio/devices/iio:device*/name), not '\(text)'")
+            }
+            s.motion = m
         }
         return s
     }
