@@ -105,6 +105,11 @@ public struct IIODeviceFiles: Equatable, Sendable {
         }
     }
 
+    /// The device's buffered channels (`in_accel_x`, ...: its `scan_elements/*_en` files), in name order.
+    public func channels() -> [String] {
+        ((try? FileSystem.entries(of: "\(directory)/scan_elements")) ?? []).filter { $0.hasSuffix("_en") }.map { String($0.dropLast(3)) }
+    }
+
     static func trimmed(_ bytes: [UInt8]) -> String {
         var b = bytes[...]
         while let c = b.last, c == 0x0A || c == 0x20 || c == 0 { b = b.dropLast() }

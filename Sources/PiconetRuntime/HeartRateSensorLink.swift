@@ -31,7 +31,7 @@ public struct HeartRateSensorSelector: Equatable, Sendable, CustomStringConverti
     public var description: String { "\(address)\(type == .leRandom ? "/random" : "")" }
 
     /// The usage text of `--hr-sensor`.
-    public static let help = "Read heart rate from this Bluetooth LE heart-rate sensor (ADDR, or ADDR/random for a random address) instead of simulating it; motion stays simulated."
+    public static let help = "Read heart rate from this Bluetooth LE heart-rate sensor (ADDR, or ADDR/random for a random address; auto: the strongest advertiser of the Heart Rate service an LE scan hears) instead of simulating it."
 }
 
 /// Reads one heart-rate strap and hands its measurements to the node, reconnecting with back-off.

@@ -34,6 +34,8 @@ struct NodeSettings {
     var linkSecurity = LinkSecurity()
     /// `--hr-sensor`: a real BLE heart-rate strap replaces the simulated heart rate.
     var hrSensor: HeartRateSensorSelector?
+    /// `--hr-sensor auto`: an LE scan picks the strongest advertiser of 0x180D.
+    var hrSensorAuto = false
     /// `--motion`: the simulated wearable's motion, or a kernel IIO accelerometer's.
     var motion: MotionSourceSelector = .simulated
 
@@ -171,7 +173,7 @@ struct NodeSettings {
             throw SettingsError.invalid(description: "--security and --pairing need --transport bluetooth or any")
         }
         if let text = try opt.string("hr-sensor") {
-            s.hrSensor = try parseHeartRateSensor(text)
+            if text == "auto" { s.hrSensorAuto = true } else { s.hrSensor = try parseHeartRateSensor(text) }
         }
         if let text = try opt.string("motion") {
             guard let m = MotionSourceSelector(text) else {
@@ -183,11 +185,8 @@ struct NodeSettings {
     }
 
     static func parseHeartRateSensor(_ text: String) throws(SettingsError) -> HeartRateSensorSelector {
-        if text == "auto" {
-            throw .invalid(description: "--hr-sensor auto (an LE scan for the strongest 0x180D sensor) is not built yet; give the strap's address (`bluetoothctl scan le` lists it)")
-        }
         guard let sensor = HeartRateSensorSelector(text) else {
-            throw .invalid(description: "--hr-sensor takes a Bluetooth address AA:BB:CC:DD:EE:FF (add /random for a random address), not '\(text)'")
+            throw .invalid(description: "--hr-sensor takes a Bluetooth address AA:BB:CC:DD:EE:FF (add /random for a random address), or auto, not '\(text)'")
         }
         return sensor
     }
