@@ -413,7 +413,9 @@ final class NodeApp {
         let simulated = UInt16(max(0, min(300, wearable.currentHeartRate.rounded())))
         // With a real strap: its last bpm, 0 while it is not streaming (never a simulated one).
         let bpm = heartRateSensor.map { $0.latest?.measurement.bpm ?? 0 } ?? (settings.hrSensorAuto ? 0 : simulated)
-        send(SensorMessage.summary(batcher.summary(at: loop.now, bpm: bpm)).frameBytes(), mode: .reliable)
+        var summary = batcher.summary(at: loop.now, bpm: bpm)
+        summary.sensorLocation = heartRateSensor?.sensorLocation
+        send(SensorMessage.summary(summary).frameBytes(), mode: .reliable)
         sent.summaries += 1
     }
 

@@ -144,6 +144,9 @@ P=$!
 wait_for "$W/node-auto.log" "heart-rate sensor $A0: streaming" 600 \
   && ok "--hr-sensor auto: $(grep -m1 -o 'heart-rate sensor auto: [0-9A-F:]* .*' "$W/node-auto.log"), then streaming" \
   || { ko "--hr-sensor auto did not stream from $A0"; tail -n 8 "$W/node-auto.log"; }
+grep -q "heart-rate sensor location: chest" "$W/node-auto.log" \
+  && ok "body sensor location read once: $(grep -m1 -o 'heart-rate sensor location: .*' "$W/node-auto.log")" \
+  || ko "no body sensor location (example-gatt-server serves 0x2A38 = chest)"
 kill -TERM $P 2>/dev/null; wait $P 2>/dev/null
 btmgmt --index 0 rm-adv 1 >/dev/null 2>&1
 
