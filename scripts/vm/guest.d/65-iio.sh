@@ -20,12 +20,13 @@ for need in "$NODE" "$HUB"; do [ -x "$need" ] || { SKIP=1; echo "SKIP: $need not
 command -v curl >/dev/null || { SKIP=1; echo "SKIP: needs curl"; }
 [ "$SKIP" = 0 ] || { echo "$PASS passed, $FAIL failed, $SKIP skipped"; exit 0; }
 
+ip link set lo up; ip link set lo multicast on
 [ -d /sys/kernel/config/iio ] || { modprobe configfs; mountpoint -q /sys/kernel/config || mount -t configfs none /sys/kernel/config; }
 for m in industrialio industrialio-configfs industrialio-sw-trigger iio-trig-hrtimer industrialio-sw-device iio_dummy; do
   modprobe "$m" 2>"$W/modprobe.err" || { ko "modprobe $m: $(cat "$W/modprobe.err")"; }
 done
 DUMMY=/sys/kernel/config/iio/devices/dummy/piconet_imu
-mkdir "$DUMMY" 2>"$W/mkdir.err" || ko "mkdir $DUMMY: $(cat "$W/mkdir.err")"
+timeout 20 mkdir "$DUMMY" 2>"$W/mkdir.err" || ko "mkdir $DUMMY: $(cat "$W/mkdir.err")"
 dev=$(grep -lx piconet_imu /sys/bus/iio/devices/iio:device*/name 2>/dev/null | head -n1)
 if [ -n "$dev" ]; then
   d=$(dirname "$dev"); ok "iio_dummy 'piconet_imu' is $(basename "$d"): $(ls "$d/scan_elements" | grep -c _en) scan elements, /dev/$(basename "$d") $( [ -c "/dev/$(basename "$d")" ] && echo present || echo MISSING)"
@@ -39,6 +40,7 @@ echo "  | $(echo "$out" | tail -n1)"
 [ $rc = 69 ] && echo "$out" | grep -q "no IIO device named 'nope' (devices here: .*'piconet_imu'" \
   && ok "--motion iio:nope: names the devices there are, exit 69" || ko "wrong name: exit $rc"
 if id nobody >/dev/null 2>&1 && command -v setpriv >/dev/null; then
+  mkdir -p "$W/nobody"; chown nobody "$W/nobody"
   out=$(setpriv --reuid=nobody --regid=nogroup --clear-groups "$NODE" --interface lo --accept all --identity "$W/nobody/e.key" \
         --motion iio:piconet_imu --duration 2 2>&1); rc=$?
   echo "  | $(echo "$out" | grep -i permission | tail -n1)"
@@ -56,6 +58,11 @@ HUBPID=$!
 NODEPID=$!
 wait_for "$W/node.log" "motion from iio:piconet_imu" 100 \
   && ok "node: $(grep -m1 -o 'motion from iio:.*' "$W/node.log")" || ko "node: no 'motion from iio:piconet_imu'"
+if ! grep -q "motion from iio:piconet_imu" "$W/node.log"; then
+  echo "  --- node log"; tail -n 20 "$W/node.log"; echo "  --- hub log"; tail -n 5 "$W/hub.log"
+  kill -TERM $NODEPID $HUBPID 2>/dev/null; wait $NODEPID $HUBPID 2>/dev/null; timeout 20 rmdir "$DUMMY" 2>/dev/null
+  echo "$PASS passed, $FAIL failed, $SKIP skipped"; exit 1
+fi
 T=$(grep -lx piconet-piconet_imu /sys/bus/iio/devices/trigger*/name 2>/dev/null | head -n1)
 [ -n "$T" ] && ok "hrtimer trigger made by the node: $(dirname "$T" | xargs basename) at $(cat "$(dirname "$T")/sampling_frequency") Hz" \
   || ko "no hrtimer trigger piconet-piconet_imu"
@@ -72,12 +79,12 @@ echo "  | /api/nodes: $(echo "$json" | cut -c1-240)"
   || ko "hub activity '$activity' is not the dummy's ~31767 mg"
 
 # --- the device removed while streaming, then made again: lost, looked up by name, streaming again
-rmdir "$DUMMY" || ko "rmdir $DUMMY"
+timeout 20 rmdir "$DUMMY" || ko "rmdir $DUMMY (exit $?)"
 wait_for "$W/node.log" "piconet_imu went away" 100 && ok "node: $(grep -m1 -o 'motion: iio:piconet_imu went away.*' "$W/node.log")" \
   || ko "node did not notice the device removed"
 sleep 2
-mkdir "$DUMMY" || ko "mkdir $DUMMY again"
-i=0; while [ $i -lt 400 ] && [ "$(grep -c 'motion from iio:piconet_imu' "$W/node.log")" -lt 2 ]; do sleep 0.1; i=$((i + 1)); done
+timeout 20 mkdir "$DUMMY" || ko "mkdir $DUMMY again (exit $?)"
+i=0; while [ $i -lt 80 ] && [ "$(grep -c 'motion from iio:piconet_imu' "$W/node.log")" -lt 2 ]; do sleep 0.5; i=$((i + 1)); done
 [ "$(grep -c 'motion from iio:piconet_imu' "$W/node.log")" -ge 2 ] \
   && ok "node streams again after the device came back: $(grep 'motion from iio' "$W/node.log" | tail -n1 | grep -o 'iio:device[0-9]*')" \
   || ko "node did not stream again within 40 s"
@@ -88,7 +95,7 @@ wait $NODEPID; nrc=$?
 wait $HUBPID
 [ $nrc = 0 ] && ok "piconet-node --motion iio exits 0 on SIGTERM" || ko "piconet-node exit $nrc on SIGTERM"
 [ "$FAIL" != 0 ] && { echo "  --- node log"; tail -n 20 "$W/node.log"; echo "  --- hub log"; tail -n 10 "$W/hub.log"; }
-rmdir "$DUMMY" 2>/dev/null
+timeout 20 rmdir "$DUMMY" 2>/dev/null
 rmdir /sys/kernel/config/iio/triggers/hrtimer/piconet-piconet_imu 2>/dev/null
 echo "$PASS passed, $FAIL failed, $SKIP skipped"
 [ "$FAIL" = 0 ]
