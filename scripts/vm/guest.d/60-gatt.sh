@@ -110,6 +110,11 @@ echo "  | /api/nodes: $(echo "$json" | cut -c1-240)"
 echo "  | server sent: $(grep -oE 'dbus.Byte\(6\), dbus.Byte\([0-9]+\)' "$W/server1.log" | grep -oE '[0-9]+\)$' | tr -d ')' | tail -n 8 | tr '\n' ' ')"
 [ -n "$match" ] && ok "hub /api/nodes shows strap-node at bpm $match, a value the BlueZ server sent" \
   || ko "hub /api/nodes bpm '${bpm}' is not one the server sent"
+# The strap's Body Sensor Location (0x2A38 = chest) travels in the node's summaries (every 5 s).
+i=0; while [ $i -lt 15 ] && ! echo "$json" | grep -q '"sensorLocation":"chest"'; do
+  sleep 1; json=$(curl -s --max-time 2 "http://127.0.0.1:$PORT/api/nodes"); i=$((i + 1)); done
+echo "$json" | grep -q '"sensorLocation":"chest"' && ok "hub /api/nodes shows strap-node's sensorLocation \"chest\"" \
+  || ko "no sensorLocation chest in /api/nodes"
 
 # Kill the server and start it again: notifications stop (the LE link may stay up), the node's
 # silence limit or the link loss ends the session; it reconnects with back-off and streams again.
