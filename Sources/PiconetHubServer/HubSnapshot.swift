@@ -72,6 +72,9 @@ public struct NodeStatus: Sendable, Codable, Equatable {
     public var profile: String?
     /// The node's board profile (`pi4b`, `sim`…) from its discovery info (`board`); nil when unknown.
     public var board: String?
+    /// Where the node's real heart-rate strap sits (`chest`, `wrist`…: its Body Sensor Location,
+    /// from the node's summaries); nil for simulated heart rate or a strap that does not say.
+    public var sensorLocation: String?
     /// Recent series for the live page and `/api/nodes/{id}/series`: one point per second while
     /// the node sends, at most the hub's series limit, oldest first (see `SeriesPoint`).
     public var series: [SeriesPoint]

@@ -40,7 +40,7 @@ extension NodeStatus {
                  "avg": number(avg), "max": number(max), "rmssd": number(rmssd), "sdnn": number(sdnn),
                  "activity": number(activity), "steps": .integer(Int64(steps)), "cadence": number(cadence),
                  "loss": .number(loss), "latencyMs": number(latencyMs), "lastSeen": number(lastSeen),
-                 "profile": string(profile), "board": string(board), "series": .array(series.map(\.json))])
+                 "profile": string(profile), "board": string(board), "sensorLocation": string(sensorLocation), "series": .array(series.map(\.json))])
     }
 
     /// The node without its series (`/api/nodes`, `--json`: up to 600 points each stay on

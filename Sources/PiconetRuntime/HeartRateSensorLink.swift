@@ -31,7 +31,7 @@ public struct HeartRateSensorSelector: Equatable, Sendable, CustomStringConverti
     public var description: String { "\(address)\(type == .leRandom ? "/random" : "")" }
 
     /// The usage text of `--hr-sensor`.
-    public static let help = "Read heart rate from this Bluetooth LE heart-rate sensor (ADDR, or ADDR/random for a random address) instead of simulating it; motion stays simulated."
+    public static let help = "Read heart rate from this Bluetooth LE heart-rate sensor (ADDR, or ADDR/random for a random address; auto: the strongest advertiser of the Heart Rate service an LE scan hears) instead of simulating it."
 }
 
 /// Reads one heart-rate strap and hands its measurements to the node, reconnecting with back-off.
@@ -46,6 +46,7 @@ public final class HeartRateSensorLink {
         case connecting(HeartRateSensorSelector)
         case streaming(HeartRateSensorSelector, mtu: UInt16)
         case battery(UInt8)
+        case location(BodySensorLocation)
         case problem(HeartRateClientProblem, retryIn: Duration?)
 
         public var description: String {
@@ -53,6 +54,7 @@ public final class HeartRateSensorLink {
             case let .connecting(s): return "heart-rate sensor \(s): connecting"
             case let .streaming(s, mtu): return "heart-rate sensor \(s): streaming (ATT MTU \(mtu))"
             case let .battery(level): return "heart-rate sensor battery \(level)%"
+            case let .location(l): return "heart-rate sensor location: \(l)"
             case let .problem(p, retry):
                 // Back-offs are whole seconds (HeartRateClient.Configuration), connect timeouts too.
                 return "heart-rate sensor: \(p)" + (retry.map { ", retrying in \($0.components.seconds) s" } ?? ", giving up")
@@ -70,6 +72,8 @@ public final class HeartRateSensorLink {
     /// The last measurement and when it came (nil before the first, or after the link was lost).
     public private(set) var latest: (measurement: HeartRateMeasurement, at: Instant)?
     public private(set) var batteryLevel: UInt8?
+    /// Where the strap says it sits (read once per connection; kept across reconnects).
+    public private(set) var sensorLocation: BodySensorLocation?
 
     public var onMeasurement: ((HeartRateMeasurement, Instant) -> Void)?
     public var onEvent: ((Event) -> Void)?
@@ -118,6 +122,9 @@ public final class HeartRateSensorLink {
             case let .batteryLevel(level):
                 batteryLevel = level
                 onEvent?(.battery(level))
+            case let .sensorLocation(l):
+                if sensorLocation != l { onEvent?(.location(l)) }
+                sensorLocation = l
             case .streaming:
                 onEvent?(.streaming(sensor, mtu: client.mtu))
             case let .problem(p, retry):

@@ -94,6 +94,8 @@ public struct HeartRateClient {
         case measurement(HeartRateMeasurement)
         /// The battery level in percent (0–100), read once per connection.
         case batteryLevel(UInt8)
+        /// Where the strap sits (0x2A38), read once per connection when the service has it.
+        case sensorLocation(BodySensorLocation)
         /// Notifications are enabled: measurements follow.
         case streaming
         /// Something went wrong; `retryIn` is the back-off before the next `connect` (nil: stopped).
@@ -108,6 +110,7 @@ public struct HeartRateClient {
         case discoveringCharacteristics
         case discoveringDescriptors
         case enablingNotifications
+        case readingSensorLocation
         case findingBattery
         case readingBattery
         case streaming
@@ -146,6 +149,9 @@ public struct HeartRateClient {
     private var measurementEnd: UInt16 = 0
     private var cccdHandle: UInt16?
     private var batteryHandle: UInt16?
+    /// 0x2A38's value handle when the Heart Rate service declares it readable (found while
+    /// looking for 0x2A37 and the declaration that bounds it; one further down is not searched).
+    private var locationHandle: UInt16?
     private var nextStart: UInt16 = 1
 
     public init(configuration: Configuration = Configuration()) {
@@ -239,6 +245,7 @@ public struct HeartRateClient {
         case .discoveringCharacteristics: return "discover heart-rate characteristics"
         case .discoveringDescriptors: return "discover the measurement's CCCD"
         case .enablingNotifications: return "enable notifications"
+        case .readingSensorLocation: return "read the body sensor location"
         case .findingBattery: return "find the battery level"
         case .readingBattery: return "read the battery level"
         default: return "connect"
@@ -260,6 +267,7 @@ public struct HeartRateClient {
         measurementEnd = 0
         cccdHandle = nil
         batteryHandle = nil
+        locationHandle = nil
         nextStart = 1
     }
 
@@ -298,7 +306,7 @@ public struct HeartRateClient {
 
     private mutating func notification(handle: UInt16, value: [UInt8], at now: Instant) -> [Action] {
         guard let measurementHandle, handle == measurementHandle, cccdHandle != nil,
-              [.enablingNotifications, .findingBattery, .readingBattery, .streaming].contains(phase) else {
+              [.enablingNotifications, .readingSensorLocation, .findingBattery, .readingBattery, .streaming].contains(phase) else {
             counters.ignored += 1
             return []
         }
@@ -366,7 +374,11 @@ public struct HeartRateClient {
             if cccdHandle == nil, last < measurementEnd { return discoverDescriptors(from: last + 1, at: now) }
             return descriptorsDone(at: now)
         case (.enablingNotifications, .writeResponse):
-            return batteryOrStream(at: now)
+            return locationOrBattery(at: now)
+        case let (.readingSensorLocation, .readResponse(value)):
+            var out: [Action] = []
+            if let l = BodySensorLocation(value: value) { out.append(.sensorLocation(l)) } else { counters.malformed += 1 }
+            return out + batteryOrStream(at: now)
         case let (.readingBattery, .readResponse(value)):
             var out: [Action] = []
             if let level = value.first, level <= 100 { out.append(.batteryLevel(level)) } else { counters.malformed += 1 }
@@ -389,6 +401,9 @@ public struct HeartRateClient {
             return characteristicsDone(at: now)
         case .discoveringDescriptors where done:
             return descriptorsDone(at: now)
+        case .readingSensorLocation:
+            // Like the battery: not worth losing the heart rate for.
+            return batteryOrStream(at: now)
         case .findingBattery where done, .readingBattery:
             // A battery level we may not read is not worth losing the heart rate for.
             return startStreaming(at: now)
@@ -421,6 +436,10 @@ public struct HeartRateClient {
             guard let decl = try? GATTCharacteristicDeclaration(decoding: item.value) else {
                 counters.malformed += 1
                 continue
+            }
+            if phase != .findingBattery, decl.uuid.uuid16 == BodySensorLocation.uuid,
+               decl.properties & GATTCharacteristicDeclaration.Property.read != 0, locationHandle == nil {
+                locationHandle = decl.valueHandle
             }
             if phase == .findingBattery {
                 if decl.uuid.uuid16 == GATTNumber.batteryLevel, decl.properties & GATTCharacteristicDeclaration.Property.read != 0 {
@@ -459,6 +478,12 @@ public struct HeartRateClient {
         guard let cccd = cccdHandle else { return fail(.noMeasurementCharacteristic, at: now, close: true) }
         phase = .enablingNotifications
         return request(.writeRequest(handle: cccd, value: [0x01, 0x00]), at: now)
+    }
+
+    private mutating func locationOrBattery(at now: Instant) -> [Action] {
+        guard let handle = locationHandle else { return batteryOrStream(at: now) }
+        phase = .readingSensorLocation
+        return request(.readRequest(handle: handle), at: now)
     }
 
     private mutating func batteryOrStream(at now: Instant) -> [Action] {

@@ -169,6 +169,10 @@ public struct NodeSummary: WireCodable, Equatable, Sendable {
     public var bpm: UInt16
     public var battery: UInt8
     public var status: Status
+    /// Where the real strap sits (Body Sensor Location); nil when unknown or simulated. On the
+    /// wire: the first byte after `status`, location + 1 (0 = unknown, so a summary without one
+    /// keeps the bytes it had when this byte was reserved).
+    public var sensorLocation: BodySensorLocation?
 
     public init(epoch: UInt16, sentAt: Instant, batchesSent: UInt32, lastSequence: UInt32, bpm: UInt16,
                 battery: UInt8 = NodeSummary.batteryUnknown, status: Status = []) {
@@ -193,7 +197,14 @@ public struct NodeSummary: WireCodable, Equatable, Sendable {
             throw .invalidValue(field: "battery", reason: "\(battery)% is over 100 and not 255 (unknown)")
         }
         status = Status(rawValue: try r.readUInt8())
-        let reserved = try r.readUInt16()
+        let location = try r.readUInt8()
+        if location != 0 {
+            guard let l = BodySensorLocation(rawValue: location - 1) else {
+                throw .invalidValue(field: "sensorLocation", reason: "\(location) is not 0 (unknown) or 1...7")
+            }
+            sensorLocation = l
+        }
+        let reserved = try r.readUInt8()
         guard reserved == 0 else { throw .invalidValue(field: "reserved", reason: "must be 0, got \(reserved)") }
     }
 
@@ -205,7 +216,8 @@ public struct NodeSummary: WireCodable, Equatable, Sendable {
         w.writeUInt16(bpm)
         w.writeUInt8(battery)
         w.writeUInt8(status.rawValue)
-        w.writeUInt16(0)
+        w.writeUInt8(sensorLocation.map { $0.rawValue + 1 } ?? 0)
+        w.writeUInt8(0)
     }
 
     public var encodedLength: Int { NodeSummary.length }

@@ -324,6 +324,7 @@ final class HubApp {
             let record = record(of: peer)
             status.profile = record?.info.string("profile")
             status.board = record?.info.string("board")
+            status.sensorLocation = snap?.latestSummary?.sensorLocation?.description
             nodes.append(status)
         }
         if ticks % 10 == 0 { recorder.record(snaps, at: WallClock.nanosecondsSinceEpoch()) }

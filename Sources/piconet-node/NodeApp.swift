@@ -56,10 +56,19 @@ final class NodeApp {
     var stopping = false
     /// `--hr-sensor`: the real strap (its measurements replace the simulated heart rate).
     var heartRateSensor: HeartRateSensorLink?
+    /// `--hr-sensor auto` while it scans (then `heartRateSensor`).
+    var sensorFinder: HeartRateSensorFinder?
+    static let autoScanWindow: Duration = .seconds(6)
     /// Measurements from the strap waiting for the next batch: at most `realHeartRateLimit`, oldest dropped (counted).
     var realHeartRate: [HeartRateSample] = []
     var realHeartRateDropped = 0
     static let realHeartRateLimit = 64
+    /// `--motion iio:NAME`: the IMU (its samples replace the simulated motion).
+    var motionDevice: IIOMotionLink?
+    /// Samples from the IMU waiting for the next batch: at most `realMotionLimit`, oldest dropped (counted).
+    var realMotion: [MotionSample] = []
+    var realMotionDropped = 0
+    static let realMotionLimit = 256
 
     static let batchPeriod: Duration = .milliseconds(250)
     static let summaryPeriod: Duration = .seconds(5)
@@ -96,9 +105,16 @@ final class NodeApp {
         } else {
             lights = nil
         }
-        if let sensor = settings.hrSensor {
+        if settings.hrSensor != nil || settings.hrSensorAuto {
             let adapter = try attempt { () throws(BluetoothError) in try RadioTransport.adapter(settings.adapter, board: profile?.bluetoothAdapter) }
-            heartRateSensor = HeartRateSensorLink(loop: loop, adapter: adapter, sensor: sensor, security: settings.linkSecurity.level)
+            if let sensor = settings.hrSensor {
+                heartRateSensor = HeartRateSensorLink(loop: loop, adapter: adapter, sensor: sensor, security: settings.linkSecurity.level)
+            } else {
+                sensorFinder = try attempt { () throws(BluetoothError) in try HeartRateSensorFinder(loop: loop, adapter: adapter) }
+            }
+        }
+        if case let .iio(name) = settings.motion {
+            motionDevice = IIOMotionLink(loop: loop, name: name, hertz: Int(settings.motionHz.rounded()))
         }
         log("identity \(identity.peerID) (\(settings.identityPath)), policy \(settings.policyText)"
             + (trust.map { ", \($0.count) trusted hubs in \($0.path)" } ?? ""))
@@ -126,14 +142,12 @@ final class NodeApp {
             log("advertising \(settings.service) as '\(settings.name)' on UDP port \(udp.localAddress.port)")
         }
         if let bluetooth { try advertiseOverLE(bluetooth) }
-        if let hr = heartRateSensor {
-            hr.onEvent = { [weakSelf] e in weakSelf.owner?.log(e.description) }
-            hr.onMeasurement = { [weakSelf] m, at in
-                guard let self = weakSelf.owner else { return }
-                if self.realHeartRate.count >= Self.realHeartRateLimit { self.realHeartRate.removeFirst(); self.realHeartRateDropped += 1 }
-                self.realHeartRate.append(HeartRateSample(time: at, measurement: m))
-            }
-            hr.start()
+        if let hr = heartRateSensor { startHeartRate(hr) }
+        if let finder = sensorFinder { findHeartRateSensor(finder) }
+        if let imu = motionDevice {
+            imu.onEvent = { [weakSelf] e in weakSelf.owner?.log(e.description) }
+            imu.onSamples = { [weakSelf] samples in weakSelf.owner?.addMotion(samples) }
+            try attempt { () throws(IIODeviceError) in try imu.start() }
         }
         lights?.driver.show(.advertising)
         if (try? lights?.watchButton(on: loop) { [weakSelf] e in weakSelf.owner?.button(e) }) != nil, lights?.button != nil { hasButton = true }
@@ -147,6 +161,45 @@ final class NodeApp {
         }
         try attempt { () throws(IOError) in try loop.run() }
         if let failure { throw failure.nodeFailure }
+    }
+
+    func startHeartRate(_ hr: HeartRateSensorLink) {
+        hr.onEvent = { [weakSelf] e in weakSelf.owner?.log(e.description) }
+        hr.onMeasurement = { [weakSelf] m, at in
+            guard let self = weakSelf.owner else { return }
+            if self.realHeartRate.count >= Self.realHeartRateLimit { self.realHeartRate.removeFirst(); self.realHeartRateDropped += 1 }
+            self.realHeartRate.append(HeartRateSample(time: at, measurement: m))
+        }
+        hr.start()
+    }
+
+    /// `--hr-sensor auto`: scans `autoScanWindow`, connects to the loudest advertiser of 0x180D;
+    /// none heard: scans again (said once per scan, with what else was heard).
+    func findHeartRateSensor(_ finder: HeartRateSensorFinder) {
+        finder.onFinished = { [weakSelf] scan in
+            guard let self = weakSelf.owner, !self.stopping else { return }
+            guard let best = scan.strongest, let sensor = HeartRateSensorSelector(best) else {
+                self.log("heart-rate sensor auto: no advertiser of the Heart Rate service (0x180D) heard in "
+                    + "\(Self.autoScanWindow.components.seconds) s (\(scan.others) other reports); scanning again")
+                finder.start(for: Self.autoScanWindow)
+                return
+            }
+            self.log("heart-rate sensor auto: \(sensor) '\(TerminalText.escaped(best.name ?? ""))' at \(best.rssi.map { "\($0) dBm" } ?? "unknown RSSI"), "
+                + "the strongest of \(scan.advertisers.count)")
+            finder.close()
+            self.sensorFinder = nil
+            let link = HeartRateSensorLink(loop: self.loop, adapter: finder.adapter, sensor: sensor, security: self.settings.linkSecurity.level)
+            self.heartRateSensor = link
+            self.startHeartRate(link)
+        }
+        finder.onFailure = { [weakSelf] e in
+            guard let self = weakSelf.owner else { return }
+            Console.err("piconet-node: --hr-sensor auto: LE scan on \(finder.adapter.name): \(e)\n")
+            self.failure = NodeSettings.Invalid(description: "--hr-sensor auto: the LE scan failed")
+            self.shutdown()
+        }
+        log("heart-rate sensor auto: scanning \(finder.adapter.name) for the Heart Rate service (0x180D)")
+        finder.start(for: Self.autoScanWindow)
     }
 
     /// LE advertising: service hash, PSM, name (scan response), peer tag (first two bytes of the ID).
@@ -181,6 +234,8 @@ final class NodeApp {
         streamTimer?.cancel()
         summaryTimer?.cancel()
         heartRateSensor?.stop()
+        sensorFinder?.close()
+        motionDevice?.stop()
         advertiser?.stop()
         session.close()
         lights?.close()
@@ -316,6 +371,7 @@ final class NodeApp {
         // Samples generated while no hub listened are not news: start from now.
         _ = wearable.samples(upTo: loop.now)
         realHeartRate.removeAll()
+        realMotion.removeAll()
         streamTimer = loop.scheduleRepeating(every: Self.batchPeriod) { [weakSelf] in weakSelf.owner?.pump() }
         summaryTimer = loop.scheduleRepeating(every: Self.summaryPeriod) { [weakSelf] in weakSelf.owner?.sendSummary() }
     }
@@ -331,21 +387,35 @@ final class NodeApp {
         let now = loop.now
         var batches: [SampleBatch] = []
         for s in wearable.samples(upTo: now) {
-            if heartRateSensor != nil, case .heartRate = s { continue }
+            if heartRateSensor != nil || settings.hrSensorAuto, case .heartRate = s { continue }
+            if motionDevice != nil, case .motion = s { continue }
             batches += batcher.add(s, at: now)
         }
         for h in realHeartRate { batches += batcher.add(.heartRate(h), at: now) }
         realHeartRate.removeAll()
+        for m in realMotion { batches += batcher.add(.motion(m), at: now) }
+        realMotion.removeAll()
         batches += batcher.timerFired(at: now)
         for b in batches { send(SensorMessage.samples(b).frameBytes(), mode: .unreliable) }
         if !batches.isEmpty { lights?.driver.flashActivity() }
     }
 
+    /// Keeps the IMU's samples for the next batch while a hub listens (bounded, oldest dropped).
+    func addMotion(_ samples: [MotionSample]) {
+        guard streamTimer != nil else { return }
+        for m in samples {
+            if realMotion.count >= Self.realMotionLimit { realMotion.removeFirst(); realMotionDropped += 1 }
+            realMotion.append(m)
+        }
+    }
+
     func sendSummary() {
         let simulated = UInt16(max(0, min(300, wearable.currentHeartRate.rounded())))
         // With a real strap: its last bpm, 0 while it is not streaming (never a simulated one).
-        let bpm = heartRateSensor.map { $0.latest?.measurement.bpm ?? 0 } ?? simulated
-        send(SensorMessage.summary(batcher.summary(at: loop.now, bpm: bpm)).frameBytes(), mode: .reliable)
+        let bpm = heartRateSensor.map { $0.latest?.measurement.bpm ?? 0 } ?? (settings.hrSensorAuto ? 0 : simulated)
+        var summary = batcher.summary(at: loop.now, bpm: bpm)
+        summary.sensorLocation = heartRateSensor?.sensorLocation
+        send(SensorMessage.summary(summary).frameBytes(), mode: .reliable)
         sent.summaries += 1
     }
 
@@ -407,6 +477,9 @@ extension SessionRuntimeError: NodeFailureConvertible { var nodeFailure: NodeFai
 extension DiscoveryRuntimeError: NodeFailureConvertible { var nodeFailure: NodeFailure { .discovery(self) } }
 extension IOError: NodeFailureConvertible { var nodeFailure: NodeFailure { .system(self) } }
 extension BoardProfileError: NodeFailureConvertible { var nodeFailure: NodeFailure { .other(description: description, unavailable: false) } }
+extension IIODeviceError: NodeFailureConvertible {
+    var nodeFailure: NodeFailure { .other(description: "--motion: \(description)", unavailable: isUnavailable) }
+}
 extension BluetoothError: NodeFailureConvertible { var nodeFailure: NodeFailure { .other(description: description, unavailable: isUnavailable) } }
 extension SessionHostError: NodeFailureConvertible {
     var nodeFailure: NodeFailure {

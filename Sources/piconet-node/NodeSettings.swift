@@ -34,6 +34,10 @@ struct NodeSettings {
     var linkSecurity = LinkSecurity()
     /// `--hr-sensor`: a real BLE heart-rate strap replaces the simulated heart rate.
     var hrSensor: HeartRateSensorSelector?
+    /// `--hr-sensor auto`: an LE scan picks the strongest advertiser of 0x180D.
+    var hrSensorAuto = false
+    /// `--motion`: the simulated wearable's motion, or a kernel IIO accelerometer's.
+    var motion: MotionSourceSelector = .simulated
 
     /// Config file keys: the long flag names, plus `role`, `state-dir`, `gpio-chip`, `allow-list`.
     /// The camelCase spellings scripts/lib/board-files.sh writes stay accepted.
@@ -41,7 +45,7 @@ struct NodeSettings {
         binary: "piconet-node",
         keys: ["name", "role", "service", "board", "interface", "state-dir", "identity", "trust-store",
                "accept", "allow-list", "profile", "seed", "motion-hz", "port", "encryption",
-               "boards-dir", "gpio-chip", "transport", "adapter", "psm", "security", "pairing", "hr-sensor"],
+               "boards-dir", "gpio-chip", "transport", "adapter", "psm", "security", "pairing", "hr-sensor", "motion"],
         aliases: ["interfaces": "interface", "stateDirectory": "state-dir", "trustStore": "trust-store",
                   "allowList": "allow-list", "motionHz": "motion-hz", "boardsDirectory": "boards-dir", "gpioChip": "gpio-chip",
                   "hrSensor": "hr-sensor"],
@@ -169,17 +173,20 @@ struct NodeSettings {
             throw SettingsError.invalid(description: "--security and --pairing need --transport bluetooth or any")
         }
         if let text = try opt.string("hr-sensor") {
-            s.hrSensor = try parseHeartRateSensor(text)
+            if text == "auto" { s.hrSensorAuto = true } else { s.hrSensor = try parseHeartRateSensor(text) }
+        }
+        if let text = try opt.string("motion") {
+            guard let m = MotionSourceSelector(text) else {
+                throw SettingsError.invalid(description: "--motion takes sim or iio:NAME (NAME as in /sys/bus/iio/devices/iio:device*/name), not '\(text)'")
+            }
+            s.motion = m
         }
         return s
     }
 
     static func parseHeartRateSensor(_ text: String) throws(SettingsError) -> HeartRateSensorSelector {
-        if text == "auto" {
-            throw .invalid(description: "--hr-sensor auto (an LE scan for the strongest 0x180D sensor) is not built yet; give the strap's address (`bluetoothctl scan le` lists it)")
-        }
         guard let sensor = HeartRateSensorSelector(text) else {
-            throw .invalid(description: "--hr-sensor takes a Bluetooth address AA:BB:CC:DD:EE:FF (add /random for a random address), not '\(text)'")
+            throw .invalid(description: "--hr-sensor takes a Bluetooth address AA:BB:CC:DD:EE:FF (add /random for a random address), or auto, not '\(text)'")
         }
         return sensor
     }

@@ -31,7 +31,7 @@ enum NodeCommand {
 
         Config file keys (JSON object) are the long option names: name, service, interface, port, identity,
         trust-store, accept, encryption, profile, seed, motion-hz, board, boards-dir, transport, adapter, psm,
-        security, pairing, hr-sensor; and role, state-dir, gpio-chip, allow-list (older camelCase keys are accepted too).
+        security, pairing, hr-sensor, motion; and role, state-dir, gpio-chip, allow-list (older camelCase keys are accepted too).
         Exit status: 0 done, 1 failed while running, 64 bad option, 69 interface unavailable,
         77 key file refused, 78 bad config file.
         Bluetooth: piconet-node --transport bluetooth --adapter hci1 --accept all (LE advertising, L2CAP PSM 129).
@@ -62,6 +62,7 @@ enum NodeCommand {
             .value("security", "level", help: LinkSecurity.securityHelp),
             .value("pairing", "who", help: LinkSecurity.pairingHelp),
             .value("hr-sensor", "ADDR", help: HeartRateSensorSelector.help),
+            .value("motion", "sim|iio:NAME", help: MotionSourceSelector.help),
             .value("duration", "seconds", help: "Stop after this many seconds (0 = run until SIGINT/SIGTERM)."),
             .flag("quiet", help: "Print only errors."),
         ],

@@ -22,6 +22,7 @@ struct PiconetCommand: ParsableCommand {
         list += discoveryCommands   // advertise, browse          (DiscoveryCommands.swift)
         list += sessionCommands     // listen, send               (SessionCommands.swift)
         list += boardCommands       // boards, led                (BoardCommands.swift)
+        list += sensorCommands      // sensors scan               (SensorCommands.swift)
         return list
     }
 }

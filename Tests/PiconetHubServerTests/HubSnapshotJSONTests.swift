@@ -16,8 +16,10 @@ import Testing
                            rmssd: 41.2, sdnn: 50, activity: 12.5, steps: 42, cadence: 101, loss: 0.01, latencyMs: 3.5,
                            lastSeen: 1_732_500_000.125, profile: "workout", board: "pi4b",
                            series: [SeriesPoint(t: 1_732_499_999, bpm: 70, activity: nil), SeriesPoint(t: 1_732_500_000, bpm: nil, activity: 3)])
+        var located = a
+        located.sensorLocation = "chest"   // a real strap's Body Sensor Location (issue 16)
         let b = NodeStatus(id: "cd", name: "b", state: "notConnected")
-        return HubSnapshot(generatedAt: 1_732_500_001.5, hub: info, nodes: [a, b])
+        return HubSnapshot(generatedAt: 1_732_500_001.5, hub: info, nodes: [located, b])
     }()
 
     @Test func codableReadsWhatPiconetWireWrites() throws {
@@ -35,7 +37,8 @@ import Testing
         let b = nodes.first { $0["id"] == .string("cd") }?.objectValue
         #expect(b?.keys == ["id", "loss", "name", "series", "state", "steps"])
         let a = nodes.first { $0["id"] == .string("ab") }?.objectValue
-        #expect(a?.keys.count == 18 && a?.keys == a?.keys.sorted())
+        #expect(a?.keys.count == 19 && a?.keys == a?.keys.sorted())
+        #expect(a?["sensorLocation"] == .string("chest"))
         // A name from the network is escaped JSON, never a raw control character.
         #expect(text.contains(#""name":"node\u0007a""#))
     }

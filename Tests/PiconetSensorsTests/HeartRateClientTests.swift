@@ -134,6 +134,7 @@ final class GATTHarness {
     var bpms: [UInt16] = []
     var rr: [[UInt16]] = []
     var batteries: [UInt8] = []
+    var locations: [BodySensorLocation] = []
     var problems: [HeartRateClientProblem] = []
     var retries: [Duration?] = []
     var streamingAt: [Instant] = []
@@ -202,6 +203,8 @@ final class GATTHarness {
                 rr.append(m.rrIntervals)
             case let .batteryLevel(level):
                 batteries.append(level)
+            case let .sensorLocation(l):
+                locations.append(l)
             case .streaming:
                 streamingAt.append(loop.now)
             case let .problem(p, retryIn):
@@ -258,6 +261,40 @@ final class GATTHarness {
         // (23 − 2) / 6 = 3 services per Read By Group Type response: 5 services need 2 requests
         // and an Attribute Not Found.
         #expect(h.server.requests.filter { $0 == ATTPDU.Opcode.readByGroupTypeRequest }.count >= 2)
+    }
+
+    /// 0x2A38 (chest = 1 in the fake, as in BlueZ's example-gatt-server) is read once per
+    /// connection, after the CCCD and before the battery.
+    @Test func readsTheBodySensorLocationOncePerConnection() {
+        let h = GATTHarness(server: .heartRateStrap())
+        h.start()
+        h.loop.advance(by: .seconds(3))
+        #expect(h.client.phase == .streaming)
+        #expect(h.locations == [.chest])
+        #expect(h.batteries == [90])
+        #expect(h.bpms.count >= 2)
+        #expect(BodySensorLocation.earLobe.description == "ear lobe")
+        #expect(BodySensorLocation(value: [7]) == nil && BodySensorLocation(value: []) == nil)
+    }
+
+    @Test func withoutABodySensorLocationOrWithAReservedOneItStillStreams() {
+        var none = FakeGATTServer.heartRateStrap()
+        none.attributes.removeAll { $0.handle == 0x0E || $0.handle == 0x0F }
+        let h = GATTHarness(server: none)
+        h.start()
+        h.loop.advance(by: .seconds(3))
+        #expect(h.client.phase == .streaming)
+        #expect(h.locations.isEmpty)
+        #expect(h.batteries == [90])
+
+        var reserved = FakeGATTServer.heartRateStrap()
+        if let i = reserved.attributes.firstIndex(where: { $0.handle == 0x0F }) { reserved.attributes[i].value = [0x42] }
+        let r = GATTHarness(server: reserved)
+        r.start()
+        r.loop.advance(by: .seconds(3))
+        #expect(r.client.phase == .streaming)
+        #expect(r.locations.isEmpty)
+        #expect(r.client.counters.malformed == 1)
     }
 
     @Test func withoutABatteryServiceItStillStreams() {

@@ -41,6 +41,27 @@ enum BatchGolden {
         #expect(f.isEmpty, "\(f)")
         let g = WireChecks.golden(BatchGolden.summary, BatchGolden.summaryBytes)
         #expect(g.isEmpty, "\(g)")
+        // With a strap's Body Sensor Location (wrist = 2): the byte after status is 2 + 1.
+        var located = BatchGolden.summary
+        located.sensorLocation = .wrist
+        let l = WireChecks.golden(located, WireChecks.bytes(hex: "0201 0500000000000000 07000000 06000000 4600 50 03 0300"))
+        #expect(l.isEmpty, "\(l)")
+    }
+
+    @Test func sensorLocationOutOfRangeOrReservedByteIsRefused() throws {
+        var bad = BatchGolden.summaryBytes
+        bad[22] = 9
+        #expect(throws: WireError.invalidValue(field: "sensorLocation", reason: "9 is not 0 (unknown) or 1...7")) {
+            _ = try NodeSummary(decoding: bad)
+        }
+        var reserved = BatchGolden.summaryBytes
+        reserved[23] = 1
+        #expect(throws: WireError.self) { _ = try NodeSummary(decoding: reserved) }
+        for raw in UInt8(0)...6 {
+            var s = BatchGolden.summary
+            s.sensorLocation = BodySensorLocation(rawValue: raw)
+            #expect(try NodeSummary(decoding: s.encoded()) == s)
+        }
     }
 
     @Test func framedMessagesHaveTheFrameHeader() throws {

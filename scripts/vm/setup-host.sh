@@ -7,7 +7,9 @@
 #     with a private apt config (the host's apt sources are NOT changed, nothing
 #     goes to /boot); the mirror is the one the host's own apt sources name
 #   - builds gpio-sim.ko out of tree from the kernel source package
-#     (Debian does not build CONFIG_GPIO_SIM)
+#     (Debian does not build CONFIG_GPIO_SIM), and likewise iio_dummy.ko with
+#     industrialio-sw-device.ko (no CONFIG_IIO_SW_DEVICE / IIO_SIMPLE_DUMMY either;
+#     its buffer part on, events off; the IIO core, buffers and triggers are Debian's modules)
 #   - builds the initramfs
 # usage: setup-host.sh [VM_DIR]      (default ${XDG_CACHE_HOME:-$HOME/.cache}/piconet-vm)
 # result: VM_DIR/vm.env with VM_KERNEL, VM_INITRD, VM_KROOT for vmrun.sh
@@ -17,10 +19,11 @@ VM_DIR=$(realpath -m "${1:-${XDG_CACHE_HOME:-$HOME/.cache}/piconet-vm}")
 mkdir -p "$VM_DIR"
 export DEBIAN_FRONTEND=noninteractive
 
-# --- cached? (kernel, gpio-sim module and an initramfs newer than the scripts that make it)
+# --- cached? (kernel, gpio-sim and iio_dummy modules and an initramfs newer than the scripts that make it)
 if [ -z "${VM_REFRESH:-}" ] && [ -f "$VM_DIR/vm.env" ]; then
   ( set -a; . "$VM_DIR/vm.env"
     [ -f "$VM_KERNEL" ] && [ -f "$VM_INITRD" ] && [ -n "$(find "$VM_KROOT/lib/modules" -name gpio-sim.ko 2>/dev/null)" ] \
+      && [ -n "$(find "$VM_KROOT/lib/modules" -name iio_dummy.ko 2>/dev/null)" ] \
       && [ "$VM_INITRD" -nt "$HERE/init" ] && [ "$VM_INITRD" -nt "$HERE/mkinitramfs.sh" ] ) \
     && { echo "setup-host: cached in $VM_DIR"; exit 0; }
 fi
@@ -82,6 +85,24 @@ if [ ! -f "$MDIR/extra/gpio-sim.ko" ]; then
   printf 'obj-m := gpio-sim.o\ngpio-sim-y := gpio-sim-core.o irq_sim.o\n' > "$B/mod/Makefile"
   make -s -C "$H" M="$B/mod" CONFIG_DEBUG_INFO_BTF_MODULES= modules
   mkdir -p "$MDIR/extra"; strip --strip-debug -o "$MDIR/extra/gpio-sim.ko" "$B/mod/gpio-sim.ko"
+  rm -rf "$B"
+fi
+# --- iio_dummy.ko (drivers/iio/dummy: a configfs-made IIO device with an accel axis and a
+# triggered buffer) and industrialio-sw-device.ko (the configfs 'devices' type it registers with)
+if [ ! -f "$MDIR/extra/iio_dummy.ko" ]; then
+  B=$(mktemp -d)
+  (cd "$B" && apt-get "${APTOPTS[@]}" download -q "linux-source-$KMAJ")
+  dpkg -x "$B"/linux-source-*.deb "$B/src"
+  tar -xJf "$B"/src/usr/src/linux-source-"$KMAJ".tar.xz -C "$B" \
+      "linux-source-$KMAJ/drivers/iio/dummy" "linux-source-$KMAJ/drivers/iio/industrialio-sw-device.c"
+  mkdir -p "$B/mod"
+  cp "$B/linux-source-$KMAJ"/drivers/iio/dummy/iio_simple_dummy{.c,.h,_buffer.c} "$B/linux-source-$KMAJ/drivers/iio/industrialio-sw-device.c" "$B/mod/"
+  printf '%s\n' 'ccflags-y := -DCONFIG_IIO_SIMPLE_DUMMY_BUFFER' 'obj-m := iio_dummy.o industrialio-sw-device.o' \
+    'iio_dummy-y := iio_simple_dummy.o iio_simple_dummy_buffer.o' > "$B/mod/Makefile"
+  make -s -C "$H" M="$B/mod" CONFIG_DEBUG_INFO_BTF_MODULES= modules
+  mkdir -p "$MDIR/extra"
+  strip --strip-debug -o "$MDIR/extra/industrialio-sw-device.ko" "$B/mod/industrialio-sw-device.ko"
+  strip --strip-debug -o "$MDIR/extra/iio_dummy.ko" "$B/mod/iio_dummy.ko"
   rm -rf "$B"
 fi
 depmod -b "$R" "$KVER"

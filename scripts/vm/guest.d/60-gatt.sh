@@ -110,6 +110,11 @@ echo "  | /api/nodes: $(echo "$json" | cut -c1-240)"
 echo "  | server sent: $(grep -oE 'dbus.Byte\(6\), dbus.Byte\([0-9]+\)' "$W/server1.log" | grep -oE '[0-9]+\)$' | tr -d ')' | tail -n 8 | tr '\n' ' ')"
 [ -n "$match" ] && ok "hub /api/nodes shows strap-node at bpm $match, a value the BlueZ server sent" \
   || ko "hub /api/nodes bpm '${bpm}' is not one the server sent"
+# The strap's Body Sensor Location (0x2A38 = chest) travels in the node's summaries (every 5 s).
+i=0; while [ $i -lt 15 ] && ! echo "$json" | grep -q '"sensorLocation":"chest"'; do
+  sleep 1; json=$(curl -s --max-time 2 "http://127.0.0.1:$PORT/api/nodes"); i=$((i + 1)); done
+echo "$json" | grep -q '"sensorLocation":"chest"' && ok "hub /api/nodes shows strap-node's sensorLocation \"chest\"" \
+  || ko "no sensorLocation chest in /api/nodes"
 
 # Kill the server and start it again: notifications stop (the LE link may stay up), the node's
 # silence limit or the link loss ends the session; it reconnects with back-off and streams again.
@@ -130,6 +135,26 @@ kill -TERM $NODEPID $HUBPID 2>/dev/null
 wait $NODEPID; nrc=$?
 wait $HUBPID
 [ $nrc = 0 ] && ok "piconet-node --hr-sensor exits 0 on SIGTERM" || ko "piconet-node exit $nrc on SIGTERM"
+# --hr-sensor auto and `piconet sensors scan`: hci0 advertises the Heart Rate UUID (an
+# advertising instance: the 'advertising' setting would take precedence, so it goes off).
+btmgmt --index 0 advertising off >/dev/null 2>&1
+btmgmt --index 0 add-adv -c -g -u 180d 1 > "$W/add-adv.log" 2>&1 || { ko "btmgmt add-adv -u 180d"; cat "$W/add-adv.log"; }
+out=$("$PICONET_BIN_DIR/piconet" sensors scan --adapter hci1 --seconds 6 --json 2>&1); rc=$?
+echo "$out" | sed 's/^/  scan| /' | head -n 5
+[ $rc = 0 ] && echo "$out" | grep -q "\"kind\":\"heart-rate\".*\"address\":\"$A0\"" \
+  && ok "piconet sensors scan --json lists the server $A0 as a heart-rate strap" || ko "sensors scan did not list $A0 (exit $rc)"
+"$NODE" --transport wifi --interface lo --accept all --name auto-node --identity "$W/auto.key" \
+  --adapter hci1 --hr-sensor auto --duration 90 > "$W/node-auto.log" 2>&1 &
+P=$!
+wait_for "$W/node-auto.log" "heart-rate sensor $A0: streaming" 600 \
+  && ok "--hr-sensor auto: $(grep -m1 -o 'heart-rate sensor auto: [0-9A-F:]* .*' "$W/node-auto.log"), then streaming" \
+  || { ko "--hr-sensor auto did not stream from $A0"; tail -n 8 "$W/node-auto.log"; }
+grep -q "heart-rate sensor location: chest" "$W/node-auto.log" \
+  && ok "body sensor location read once: $(grep -m1 -o 'heart-rate sensor location: .*' "$W/node-auto.log")" \
+  || ko "no body sensor location (example-gatt-server serves 0x2A38 = chest)"
+kill -TERM $P 2>/dev/null; wait $P 2>/dev/null
+btmgmt --index 0 rm-adv 1 >/dev/null 2>&1
+
 if [ "$FAIL" != 0 ]; then
   echo "  --- node log"; tail -n 30 "$W/node.log"; echo "  --- server log"; tail -n 10 "$W/server1.log"
   echo "  --- bluetoothd"; grep -iE "error|fail|att" "$W/bluetoothd.log" | tail -n 15
