@@ -75,6 +75,9 @@ let package = Package(
                        providers: [.apt(["libsodium-dev"])]),
         // libm's sin/cos/log for the simulated wearable (pure: no I/O), in both modes.
         .systemLibrary(name: "CMath", path: "Sources/CMath"),
+        // The hub's MQTT export: the Eclipse Mosquitto client library (hub only, never the node).
+        .systemLibrary(name: "CMosquitto", path: "Sources/CMosquitto", pkgConfig: "libmosquitto",
+                       providers: [.apt(["libmosquitto-dev"])]),
 
         // Base (pure).
         .target(name: "PiconetWire", dependencies: ["PiconetLoop"], swiftSettings: swift6),
@@ -108,6 +111,11 @@ let package = Package(
                 swiftSettings: swift6),
         .target(name: "PiconetHub", dependencies: ["PiconetSensors", "PiconetWire", "PiconetLoop", "PiconetDiscovery", "PiconetSession"],
                 swiftSettings: swift6),
+
+        // The MQTT fleet export's topics, payloads and Home Assistant discovery (pure).
+        .target(name: "PiconetFleet", dependencies: ["PiconetWire"], swiftSettings: swift6),
+        // OS edge for MQTT (hub only): libmosquitto driven by the epoll loop.
+        .target(name: "PiconetMQTT", dependencies: ["PiconetPosix", "PiconetLoop", "CMosquitto"], swiftSettings: swift6),
 
         // Hub history (runtime level: SQLite in WAL mode through GRDB; Foundation allowed here).
         .target(name: "PiconetStore",
@@ -143,6 +151,7 @@ let package = Package(
                           swiftSettings: swift6, linkerSettings: smallBinary),
         .executableTarget(name: "piconet-hub",
                           dependencies: ["PiconetRuntime", "PiconetCLI", "PiconetHub", "PiconetHubServer", "PiconetStore",
+                                         "PiconetFleet", "PiconetMQTT",
                                          .product(name: "ArgumentParser", package: "swift-argument-parser")],
                           swiftSettings: swift6, linkerSettings: smallBinary),
 
@@ -166,6 +175,8 @@ let package = Package(
                     dependencies: ["PiconetLights", "PiconetIndicators", "PiconetPosix", "PiconetRuntime", "PiconetTestSupport"],
                     swiftSettings: swift6),
         .testTarget(name: "PiconetIndicatorsTests", dependencies: ["PiconetIndicators", "PiconetTestSupport"], swiftSettings: swift6),
+        .testTarget(name: "PiconetFleetTests", dependencies: ["PiconetFleet", "PiconetMQTT", "PiconetPosix", "PiconetWire"],
+                    swiftSettings: swift6),
         .testTarget(name: "PiconetRuntimeTests", dependencies: ["PiconetRuntime"], swiftSettings: swift6),
     ]
 )
