@@ -232,7 +232,6 @@ public struct FleetPublisher {
             var o = JSONObject()
             o["name"] = .string(name)
             o["unique_id"] = .string("\(base)_\(suffix)")
-            o["object_id"] = .string("\(base)_\(suffix)")
             o["state_topic"] = .string(topic(node.id, stateLeaf))
             o["value_template"] = .string(template)
             for (k, v) in extra { o[k] = v }

@@ -154,6 +154,8 @@ public final class MQTTClient {
     private var backOff: Duration = .milliseconds(500)
     private var pending: [MQTTClientEvent] = []
     private var subscriptions: [String] = []
+    /// The status message's id on this connection: its PUBACK is ours, not the owner's.
+    private var ownMessageIDs: Set<Int32> = []
     private var closed = false
     private lazy var handle = OwnerHandle(self)
 
@@ -306,7 +308,9 @@ public final class MQTTClient {
         lastError = nil
         if let mosq {
             let online = Array(status.online.utf8)
-            _ = online.withUnsafeBytes { mosquitto_publish(mosq, nil, status.topic, Int32($0.count), $0.baseAddress, 1, true) }
+            var mid: Int32 = 0
+            _ = online.withUnsafeBytes { mosquitto_publish(mosq, &mid, status.topic, Int32($0.count), $0.baseAddress, 1, true) }
+            ownMessageIDs = [mid]
             for topic in subscriptions { _ = mosquitto_subscribe(mosq, nil, topic, 1) }
         }
         pending.append(.connected)
@@ -332,7 +336,7 @@ public final class MQTTClient {
                     lost(reason)
                     continue
                 }
-                if case .acknowledged = event, !isConnected { continue }
+                if case let .acknowledged(mid) = event, !isConnected || ownMessageIDs.remove(mid) != nil { continue }
                 onEvent?(event)
             }
         }
@@ -363,7 +367,11 @@ public final class MQTTClient {
         isConnected = false
         miscTimer?.cancel()
         miscTimer = nil
-        if let registration { loop.deregister(registration) }
+        if let registration {
+            // libmosquitto closes its socket itself when a read or write fails (and after a
+            // DISCONNECT): then the close already took it out of epoll.
+            if let mosq, mosquitto_socket(mosq) >= 0 { loop.deregister(registration) } else { loop.forget(registration) }
+        }
         registration = nil
         if let mosq { mosquitto_destroy(mosq) }   // closes the socket
         mosq = nil
@@ -375,7 +383,8 @@ public final class MQTTClient {
     }
 
     static func text(_ rc: Int32) -> String {
-        if rc == MOSQ_ERR_ERRNO.rawValue { return "system error" }
+        // errno is not ours to read here (PiconetPosix owns libc); the usual causes instead.
+        if rc == MOSQ_ERR_ERRNO.rawValue { return "refused, unreachable or reset (a system error)" }
         return String(cString: mosquitto_strerror(rc))
     }
 }

@@ -83,6 +83,7 @@ final class FleetExporter {
     private(set) var published: UInt64 = 0
     private(set) var acks: UInt64 = 0
     private(set) var storeError: StoreError?
+    private var lastReason: String?
     let log: (String) -> Void
 
     init(loop: EpollLoop, settings: MQTTSettings, hubName: String, clientID: String, log: @escaping (String) -> Void) throws(StoreError) {
@@ -131,12 +132,15 @@ final class FleetExporter {
         switch event {
         case .connected:
             log("MQTT: connected to \(client.endpoint) (\(outbox.count) messages waiting)")
+            lastReason = nil
             cursor = 0
             inFlight.removeAll()
             pump()
         case let .disconnected(reason, retryIn):
-            if !inFlight.isEmpty || client.connects <= 1 || client.disconnects > 0 {
-                log("MQTT: \(reason); retrying in \(retryIn) (\(outbox.count) messages kept in the outbox)")
+            // One line per new reason, not one per retry (the back-off tops out at 5 s).
+            if reason != lastReason {
+                log("MQTT: \(reason); retrying every few seconds (next in \(retryIn)), \(outbox.count) messages kept in the outbox")
+                lastReason = reason
             }
             inFlight.removeAll()
         case let .acknowledged(mid):

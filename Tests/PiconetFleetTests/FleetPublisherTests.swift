@@ -101,6 +101,6 @@ import Testing
         let conn = try #require(configs.first { $0.topic.hasPrefix("homeassistant/binary_sensor/") })
         let cj = try JSON(parsing: conn.text)
         #expect(cj["device_class"]?.stringValue == "connectivity")
-        #expect(conn.text == #"{"name":"Connected","unique_id":"piconet_hall_0123456789abcdef0123456789abcdef_connectivity","object_id":"piconet_hall_0123456789abcdef0123456789abcdef_connectivity","state_topic":"piconet/hall/0123456789abcdef0123456789abcdef/state","value_template":"{{ 'ON' if value_json.state == 'connected' else 'OFF' }}","device_class":"connectivity","payload_on":"ON","payload_off":"OFF","availability_topic":"piconet/hall/status","payload_available":"online","payload_not_available":"offline","device":{"identifiers":["piconet_0123456789abcdef0123456789abcdef"],"name":"ana","manufacturer":"Piconet","model":"piconet-node","via_device":"piconet_hub_hall"}}"#)
+        #expect(conn.text == #"{"name":"Connected","unique_id":"piconet_hall_0123456789abcdef0123456789abcdef_connectivity","state_topic":"piconet/hall/0123456789abcdef0123456789abcdef/state","value_template":"{{ 'ON' if value_json.state == 'connected' else 'OFF' }}","device_class":"connectivity","payload_on":"ON","payload_off":"OFF","availability_topic":"piconet/hall/status","payload_available":"online","payload_not_available":"offline","device":{"identifiers":["piconet_0123456789abcdef0123456789abcdef"],"name":"ana","manufacturer":"Piconet","model":"piconet-node","via_device":"piconet_hub_hall"}}"#)
     }
 }
