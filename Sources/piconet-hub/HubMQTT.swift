@@ -217,17 +217,19 @@ extension HubApp {
         let now = WallClock.secondsSinceEpoch()
         let byID = Dictionary(snaps.map { ($0.id.rawValue, $0) }, uniquingKeysWith: { a, _ in a })
         var out: [FleetMessage] = []
+        // Only the nodes that sent this hub data: the table also lists nodes discovered but not
+        // invited (another hub's), which must not appear under this hub's topics.
         for status in nodes {
-            let snap = byID[status.id]
+            guard let snap = byID[status.id] else { continue }
             var node = FleetNode(id: status.id, name: status.name, state: status.state == "notConnected" ? "not connected" : status.state)
             node.bpm = status.bpm
             node.zone = status.bpm.map { heartRateZone(bpm: $0, maximum: settings.hub.maximumHeartRate) }
-            node.activity = snap?.tenSeconds.activityLevel?.rawValue
-            if let b = snap?.latestSummary?.battery, b != NodeSummary.batteryUnknown { node.battery = Int(b) }
+            node.activity = snap.tenSeconds.activityLevel?.rawValue
+            if let b = snap.latestSummary?.battery, b != NodeSummary.batteryUnknown { node.battery = Int(b) }
             node.lastSeen = status.lastSeen
             node.model = status.profile.map { "piconet-node (\($0))" }
             out += fleet.publisher.update(node, now: now)
-            if ticks % 10 == 0, let snap {
+            if ticks % 10 == 0 {
                 var s = FleetSummary(steps: snap.session.steps)
                 s.bpmMin = snap.sixtySeconds.bpmMin
                 s.bpmMean = snap.sixtySeconds.bpmMean
