@@ -68,7 +68,7 @@ struct MQTTSettings {
 ///
 /// Every message is stored before it is sent and deleted only on the broker's PUBACK, so a
 /// broker outage or a hub `kill -9` loses nothing that was stored. Sending is in outbox order
-/// with at most `window` unacknowledged messages; after a reconnect everything unacknowledged is
+/// with at most `window` (256) unacknowledged messages, refilled in halves; after a reconnect everything unacknowledged is
 /// sent again from the oldest (the subscriber may see a repeat, never a gap). Acknowledged ids
 /// are deleted in one transaction per `flush` (a second, or every `window` acks).
 final class FleetExporter {
@@ -89,7 +89,7 @@ final class FleetExporter {
     init(loop: EpollLoop, settings: MQTTSettings, hubName: String, clientID: String, log: @escaping (String) -> Void) throws(StoreError) {
         outbox = try MQTTOutbox(path: settings.outboxPath, capacity: settings.outboxCapacity)
         publisher = FleetPublisher(hubName: hubName, sequences: try outbox.sequences())
-        window = 64
+        window = 256
         client = MQTTClient(loop: loop, endpoint: settings.endpoint, clientID: clientID,
                             status: MQTTStatusTopic(topic: publisher.statusTopic), inFlightLimit: window)
         self.log = log
@@ -148,7 +148,8 @@ final class FleetExporter {
             acks += 1
             acknowledged.append(id)
             if acknowledged.count >= window { flush() }
-            pump()
+            // Refill in halves: one outbox query per window/2 acknowledgements, not one per ack.
+            if inFlight.count <= window / 2 { pump() }
         case .message:
             break
         }
