@@ -257,3 +257,48 @@ public struct FleetPublisher {
         ]
     }
 }
+
+// MARK: Remote commands (`--mqtt-commands`, off by default)
+
+/// A command a hub takes from `piconet/<hub>/cmd/<name>`: only what the hub already takes locally.
+/// Who may publish there is the broker's ACL's business (the hub cannot tell publishers apart).
+public enum FleetCommand: Equatable, Sendable {
+    /// `cmd/answer`: one answer line to a pending `--invite ask` question, as typed on the hub's
+    /// terminal (`y`, `n`, `y 2`, ...).
+    case answer(String)
+
+    /// The commands there are, for messages and docs.
+    public static let names = ["answer"]
+    /// Longest payload taken: an answer is a word and a number.
+    public static let maximumPayload = 256
+
+    /// Parses a message on `<prefix>/<hub>/cmd/<name>`; anything else is a `FleetCommandError` that says why.
+    public static func parse(topic: String, payload: [UInt8], prefix: String = "piconet", hub: String) -> Result<FleetCommand, FleetCommandError> {
+        let base = "\(prefix)/\(hub)/cmd/"
+        guard topic.hasPrefix(base) else { return .failure(FleetCommandError(topic: topic, why: "is not under \(base)")) }
+        let name = String(topic.dropFirst(base.count))
+        guard payload.count <= maximumPayload else {
+            return .failure(FleetCommandError(topic: topic, why: "payload of \(payload.count) bytes is over \(maximumPayload)"))
+        }
+        guard let text = String(validating: payload, as: UTF8.self),
+              !text.unicodeScalars.contains(where: { $0.value < 0x20 && $0 != "\n" || $0.value == 0x7F }) else {
+            return .failure(FleetCommandError(topic: topic, why: "payload is not one line of text"))
+        }
+        var line = text
+        while line.hasSuffix("\n") { line.removeLast() }
+        switch name {
+        case "answer":
+            guard !line.isEmpty, !line.contains("\n") else { return .failure(FleetCommandError(topic: topic, why: "needs one answer line (y or n)")) }
+            return .success(.answer(line))
+        default:
+            return .failure(FleetCommandError(topic: topic, why: "is not a command (there are: \(names.joined(separator: ", ")))"))
+        }
+    }
+}
+
+/// A command message refused, and why (logged by the hub with the topic escaped).
+public struct FleetCommandError: Error, Equatable, Sendable, CustomStringConvertible {
+    public var topic: String
+    public var why: String
+    public var description: String { "MQTT command on \(topic) refused: \(why)" }
+}

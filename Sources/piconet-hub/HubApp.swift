@@ -213,7 +213,7 @@ final class HubApp {
             nodeManager.policy.canAsk = true
         }
         lights?.driver.show(.advertising)
-        fleet?.start()
+        startExport()
         refreshTimer = loop.scheduleRepeating(every: .seconds(1)) { [unowned self] in self.refresh() }
         try loop.onSignal([.interrupt, .terminate]) { [unowned self] _ in self.shutdown() }
         if settings.duration > 0 {

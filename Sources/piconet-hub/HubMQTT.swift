@@ -8,6 +8,7 @@ import PiconetRuntime
 import PiconetSensors
 import PiconetSession
 import PiconetStore
+import PiconetWire
 
 /// `--mqtt` and its companions, resolved (flags over config keys; the keys are the long flag names).
 struct MQTTSettings {
@@ -15,8 +16,10 @@ struct MQTTSettings {
     /// The durable outbox file; ":memory:" with `--db off`.
     var outboxPath: String
     var outboxCapacity = 100_000
+    /// `--mqtt-commands`: subscribe to piconet/<hub>/cmd/#.
+    var commands = false
 
-    static let configKeys: Set<String> = ["mqtt", "mqtt-ca", "mqtt-user", "mqtt-password-file", "mqtt-cert", "mqtt-key", "mqtt-outbox"]
+    static let configKeys: Set<String> = ["mqtt", "mqtt-ca", "mqtt-user", "mqtt-password-file", "mqtt-cert", "mqtt-key", "mqtt-outbox", "mqtt-commands"]
 
     static func resolve(_ c: HubCommand, _ file: ConfigFile?, databasePath: String?) throws -> MQTTSettings? {
         let url = try c.mqtt ?? file?.string("mqtt")
@@ -26,9 +29,10 @@ struct MQTTSettings {
         let cert = try c.mqttCert ?? file?.string("mqtt-cert")
         let key = try c.mqttKey ?? file?.string("mqtt-key")
         let outbox = try c.mqttOutbox ?? file?.string("mqtt-outbox")
+        let commands = try c.mqttCommands || (file?.bool("mqtt-commands") ?? false)
         guard let url, url != "off" else {
-            if ca != nil || user != nil || passwordFile != nil || cert != nil || key != nil || outbox != nil {
-                throw HubSettings.Invalid(description: "--mqtt-ca, --mqtt-user, --mqtt-password-file, --mqtt-cert, --mqtt-key and --mqtt-outbox need --mqtt URL")
+            if ca != nil || user != nil || passwordFile != nil || cert != nil || key != nil || outbox != nil || commands {
+                throw HubSettings.Invalid(description: "--mqtt-ca, --mqtt-user, --mqtt-password-file, --mqtt-cert, --mqtt-key, --mqtt-outbox and --mqtt-commands need --mqtt URL")
             }
             return nil
         }
@@ -60,7 +64,7 @@ struct MQTTSettings {
         } else {
             outboxPath = ":memory:"
         }
-        return MQTTSettings(endpoint: endpoint, outboxPath: outboxPath)
+        return MQTTSettings(endpoint: endpoint, outboxPath: outboxPath, commands: commands)
     }
 }
 
@@ -84,6 +88,10 @@ final class FleetExporter {
     private(set) var acks: UInt64 = 0
     private(set) var storeError: StoreError?
     private var lastReason: String?
+    /// `--mqtt-commands`: what to do with a parsed command (nil: commands off, nothing subscribed).
+    var onCommand: ((FleetCommand) -> Void)?
+    private(set) var commandsRefused = 0
+    let commandsEnabled: Bool
     let log: (String) -> Void
 
     init(loop: EpollLoop, settings: MQTTSettings, hubName: String, clientID: String, log: @escaping (String) -> Void) throws(StoreError) {
@@ -93,7 +101,9 @@ final class FleetExporter {
         client = MQTTClient(loop: loop, endpoint: settings.endpoint, clientID: clientID,
                             status: MQTTStatusTopic(topic: publisher.statusTopic), inFlightLimit: window)
         self.log = log
+        commandsEnabled = settings.commands
         client.onEvent = { [unowned self] in self.handle($0) }
+        if commandsEnabled { client.subscribe("\(publisher.prefix)/\(publisher.hub)/cmd/#") }
     }
 
     func start() { client.start() }
@@ -150,8 +160,14 @@ final class FleetExporter {
             if acknowledged.count >= window { flush() }
             // Refill in halves: one outbox query per window/2 acknowledgements, not one per ack.
             if inFlight.count <= window / 2 { pump() }
-        case .message:
-            break
+        case let .message(topic, payload):
+            guard commandsEnabled else { return }
+            switch FleetCommand.parse(topic: topic, payload: payload, prefix: publisher.prefix, hub: publisher.hub) {
+            case let .success(command): onCommand?(command)
+            case let .failure(e):
+                commandsRefused += 1
+                log(TerminalText.escaped(e.description))
+            }
         }
     }
 
@@ -246,5 +262,23 @@ extension HubApp {
         fleet.enqueue(out)
         fleet.flush()
         return fleet.info
+    }
+}
+
+extension HubApp {
+    /// Starts the export; with `--mqtt-commands`, commands run here as their local twins do.
+    func startExport() {
+        fleet?.onCommand = { [unowned self] command in
+            switch command {
+            case let .answer(line):
+                guard self.settings.askBeforeInviting else {
+                    Console.err("piconet-hub: MQTT command answer refused: this hub does not ask (start it with --invite ask)\n")
+                    return
+                }
+                self.say("piconet-hub: answer from MQTT: \(TerminalText.escaped(line))\n")
+                self.answer(line)
+            }
+        }
+        fleet?.start()
     }
 }

@@ -104,3 +104,26 @@ import Testing
         #expect(conn.text == #"{"name":"Connected","unique_id":"piconet_hall_0123456789abcdef0123456789abcdef_connectivity","state_topic":"piconet/hall/0123456789abcdef0123456789abcdef/state","value_template":"{{ 'ON' if value_json.state == 'connected' else 'OFF' }}","device_class":"connectivity","payload_on":"ON","payload_off":"OFF","availability_topic":"piconet/hall/status","payload_available":"online","payload_not_available":"offline","device":{"identifiers":["piconet_0123456789abcdef0123456789abcdef"],"name":"ana","manufacturer":"Piconet","model":"piconet-node","via_device":"piconet_hub_hall"}}"#)
     }
 }
+
+/// Issue 23 item 6: remote commands are only the local ones, parsed strictly.
+@Suite struct FleetCommandTests {
+    @Test func answerIsTheOnlyCommand() {
+        #expect(FleetCommand.parse(topic: "piconet/h/cmd/answer", payload: Array("y\n".utf8), hub: "h") == .success(.answer("y")))
+        #expect(FleetCommand.parse(topic: "piconet/h/cmd/answer", payload: Array("n 2".utf8), hub: "h") == .success(.answer("n 2")))
+        let refused: [(String, [UInt8])] = [
+            ("piconet/other/cmd/answer", Array("y".utf8)),      // another hub's
+            ("piconet/h/cmd/reboot", Array("now".utf8)),        // no such local command
+            ("piconet/h/cmd/answer", []),                        // empty
+            ("piconet/h/cmd/answer", Array("y\nn".utf8)),        // two lines
+            ("piconet/h/cmd/answer", [0x79, 0x1B, 0x5B]),        // a control character
+            ("piconet/h/cmd/answer", [0xFF, 0xFE]),              // not UTF-8
+            ("piconet/h/cmd/answer", Array(repeating: 0x79, count: 257)),
+        ]
+        for (topic, payload) in refused {
+            guard case let .failure(e) = FleetCommand.parse(topic: topic, payload: payload, hub: "h") else {
+                Issue.record("accepted \(topic) \(payload)"); continue
+            }
+            #expect(e.description.hasPrefix("MQTT command on \(topic) refused: "))
+        }
+    }
+}
