@@ -189,6 +189,12 @@ public struct FleetPublisher {
         return stream(topic(node, "summary"), body, now: now, retain: false, kind: .summary)
     }
 
+    /// Sends every node's discovery again with its next `update`: on each connection, since a
+    /// broker restarted without persistence has lost the retained configs.
+    public mutating func rediscover() {
+        discovered.removeAll()
+    }
+
     /// Drops what is kept for a node that left the hub's table (its retained topics stay on the broker).
     public mutating func forget(_ node: String) {
         lastState[node] = nil

@@ -145,6 +145,7 @@ final class FleetExporter {
             lastReason = nil
             cursor = 0
             inFlight.removeAll()
+            publisher.rediscover()
             pump()
         case let .disconnected(reason, retryIn):
             // One line per new reason, not one per retry (the back-off tops out at 5 s).

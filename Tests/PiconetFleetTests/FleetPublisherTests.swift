@@ -127,3 +127,14 @@ import Testing
         }
     }
 }
+
+extension FleetPublisherTests {
+    @Test func discoveryAgainAfterRediscover() {
+        var p = FleetPublisher(hubName: "h")
+        #expect(p.update(Self.sample(), now: 1).count == 6)
+        p.rediscover()
+        let again = p.update(Self.sample(), now: 2)
+        #expect(again.count == 5, "the configs again; the unchanged state not")
+        #expect(again.allSatisfy { $0.topic.hasPrefix("homeassistant/") })
+    }
+}

@@ -18,11 +18,15 @@ SCHEMAS = {"sensor": sensor.DISCOVERY_SCHEMA, "binary_sensor": binary_sensor.DIS
 
 
 def main():
-    problems, checked = [], 0
+    problems, checked, configs = [], 0, {}
     for line in open(sys.argv[1], encoding="utf-8"):
         topic, _, payload = line.rstrip("\n").partition(" ")
+        if topic.startswith("homeassistant/") and payload:
+            configs[topic] = payload  # the newest of each (retained configs come again on reconnect)
+    for topic, payload in sorted(configs.items()):
         parts = topic.split("/")
-        if len(parts) < 4 or parts[0] != "homeassistant" or not payload:
+        if len(parts) < 4:
+            problems.append(f"{topic}: not <prefix>/<component>/<object_id>/config")
             continue
         schema = SCHEMAS.get(parts[1])
         if schema is None:
