@@ -8,13 +8,15 @@
 //                        |
 //   runtime:      PiconetRuntime (wiring, SessionHost, config; picks the OS adapters)
 //                   |                                        |
-//   features:     PiconetHub  PiconetSensors   (pure)     OS edge (the only code that
+//   features:     PiconetHub  PiconetSensors  PiconetFleet (pure; Fleet: MQTT payloads, hub only)
+//                                                          OS edge (the only code that
 //   peer core:    PiconetDiscovery  PiconetSession         touches the kernel):
 //                 (pure state machines)                    PiconetPosix (epoll, sockets,
 //                   |                                       syscall layer in System/)
 //                   |                                      PiconetLights (libgpiod)
+//                   |                                      PiconetMQTT (libmosquitto; hub only)
 //                   |                                      C modules: CPiconetPosix CBlueZ
-//                   |                                      CGPIOD CSodium CMath
+//                   |                                      CGPIOD CSodium CMath CMosquitto
 //                   |                                        |
 //   base:         PiconetWire  PiconetLoop  (pure: bytes, time, loop API; both columns use them)
 //                 (PiconetWire uses PiconetLoop's address types: mgmt packets name peers)
