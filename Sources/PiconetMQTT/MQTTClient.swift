@@ -300,7 +300,9 @@ public final class MQTTClient {
     /// Runs inside libmosquitto's read: CONNACK.
     private func connected(_ rc: Int32) {
         guard rc == 0 else {
-            pending.append(.disconnected(reason: "broker refused the connection: \(String(cString: mosquitto_connack_string(rc)))", retryIn: .zero))
+            var why = String(cString: mosquitto_connack_string(rc))
+            if why.hasSuffix(".") { why.removeLast() }
+            pending.append(.disconnected(reason: "broker refused the connection: \(why)", retryIn: .zero))
             return
         }
         isConnected = true
@@ -385,6 +387,8 @@ public final class MQTTClient {
     static func text(_ rc: Int32) -> String {
         // errno is not ours to read here (PiconetPosix owns libc); the usual causes instead.
         if rc == MOSQ_ERR_ERRNO.rawValue { return "refused, unreachable or reset (a system error)" }
-        return String(cString: mosquitto_strerror(rc))
+        var text = String(cString: mosquitto_strerror(rc))
+        if text.hasSuffix(".") { text.removeLast() }   // it goes inside our own sentences
+        return text
     }
 }
