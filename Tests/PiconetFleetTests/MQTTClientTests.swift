@@ -65,15 +65,17 @@ import Testing
         listener.onEvent = { if case let .message(t, p) = $0 { received.append((t, String(decoding: p, as: UTF8.self))) } }
         listener.subscribe("piconet/test/#")
         listener.start()
-        try Self.spin(loop, seconds: 3) { listener.isConnected }
+        try Self.spin(loop, seconds: 10) { listener.isConnected }
         publisher.start()
-        try Self.spin(loop, seconds: 3) { publisher.isConnected }
+        try Self.spin(loop, seconds: 10) { publisher.isConnected }
         #expect(events.first == .connected)
         var mids: [Int32] = []
         for i in 1...50 { if let mid = publisher.publish(topic: "piconet/test/n", payload: Array("m\(i)".utf8), retain: false) { mids.append(mid) } }
         #expect(mids.count == 50)
-        try Self.spin(loop, seconds: 5) { received.filter { $0.0 == "piconet/test/n" }.count == 50 }
-        let acked = events.compactMap { if case let .acknowledged(m) = $0 { return m } else { return nil } }
+        func acked() -> [Int32] { events.compactMap { if case let .acknowledged(m) = $0 { return m } else { return nil } } }
+        // The subscriber's copy and the publisher's PUBACK travel separately: wait for both.
+        try Self.spin(loop, seconds: 10) { received.filter { $0.0 == "piconet/test/n" }.count == 50 && acked().count == 50 }
+        let acked = acked()
         #expect(Set(acked) == Set(mids), "every QoS 1 message acknowledged (PUBACK)")
         #expect(received.filter { $0.0 == "piconet/test/n" }.map(\.1) == (1...50).map { "m\($0)" }, "in order")
         #expect(received.contains { $0 == ("piconet/test/status", "online") })
@@ -84,7 +86,7 @@ import Testing
         #expect(events.contains { if case .disconnected = $0 { return true } else { return false } })
         #expect(publisher.publish(topic: "piconet/test/n", payload: [1], retain: false) == nil, "no publish while disconnected")
         try broker.start()
-        try Self.spin(loop, seconds: 5) { publisher.isConnected && listener.isConnected }
+        try Self.spin(loop, seconds: 10) { publisher.isConnected && listener.isConnected }
         #expect(publisher.isConnected)
         #expect(events.filter { $0 == .connected }.count == 2)
         #expect(publisher.disconnects == 1)
