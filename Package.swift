@@ -8,13 +8,15 @@
 //                        |
 //   runtime:      PiconetRuntime (wiring, SessionHost, config; picks the OS adapters)
 //                   |                                        |
-//   features:     PiconetHub  PiconetSensors   (pure)     OS edge (the only code that
+//   features:     PiconetHub  PiconetSensors  PiconetFleet (pure; Fleet: MQTT payloads, hub only)
+//                                                          OS edge (the only code that
 //   peer core:    PiconetDiscovery  PiconetSession         touches the kernel):
 //                 (pure state machines)                    PiconetPosix (epoll, sockets,
 //                   |                                       syscall layer in System/)
 //                   |                                      PiconetLights (libgpiod)
+//                   |                                      PiconetMQTT (libmosquitto; hub only)
 //                   |                                      C modules: CPiconetPosix CBlueZ
-//                   |                                      CGPIOD CSodium CMath
+//                   |                                      CGPIOD CSodium CMath CMosquitto
 //                   |                                        |
 //   base:         PiconetWire  PiconetLoop  (pure: bytes, time, loop API; both columns use them)
 //                 (PiconetWire uses PiconetLoop's address types: mgmt packets name peers)
@@ -76,6 +78,9 @@ let package = Package(
                        providers: [.apt(["libsodium-dev"])]),
         // libm's sin/cos/log for the simulated wearable (pure: no I/O), in both modes.
         .systemLibrary(name: "CMath", path: "Sources/CMath"),
+        // The hub's MQTT export: the Eclipse Mosquitto client library (hub only, never the node).
+        .systemLibrary(name: "CMosquitto", path: "Sources/CMosquitto", pkgConfig: "libmosquitto",
+                       providers: [.apt(["libmosquitto-dev"])]),
 
         // Base (pure).
         .target(name: "PiconetWire", dependencies: ["PiconetLoop"], swiftSettings: swift6),
@@ -109,6 +114,11 @@ let package = Package(
                 swiftSettings: swift6),
         .target(name: "PiconetHub", dependencies: ["PiconetSensors", "PiconetWire", "PiconetLoop", "PiconetDiscovery", "PiconetSession"],
                 swiftSettings: swift6),
+
+        // The MQTT fleet export's topics, payloads and Home Assistant discovery (pure).
+        .target(name: "PiconetFleet", dependencies: ["PiconetWire"], swiftSettings: swift6),
+        // OS edge for MQTT (hub only): libmosquitto driven by the epoll loop.
+        .target(name: "PiconetMQTT", dependencies: ["PiconetPosix", "PiconetLoop", "CMosquitto"], swiftSettings: swift6),
 
         // Hub history (runtime level: SQLite in WAL mode through GRDB; Foundation allowed here).
         .target(name: "PiconetStore",
@@ -144,6 +154,7 @@ let package = Package(
                           swiftSettings: swift6, linkerSettings: smallBinary),
         .executableTarget(name: "piconet-hub",
                           dependencies: ["PiconetRuntime", "PiconetCLI", "PiconetHub", "PiconetHubServer", "PiconetStore",
+                                         "PiconetFleet", "PiconetMQTT",
                                          .product(name: "ArgumentParser", package: "swift-argument-parser")],
                           swiftSettings: swift6, linkerSettings: smallBinary),
 
@@ -167,6 +178,8 @@ let package = Package(
                     dependencies: ["PiconetLights", "PiconetIndicators", "PiconetPosix", "PiconetRuntime", "PiconetTestSupport"],
                     swiftSettings: swift6),
         .testTarget(name: "PiconetIndicatorsTests", dependencies: ["PiconetIndicators", "PiconetTestSupport"], swiftSettings: swift6),
+        .testTarget(name: "PiconetFleetTests", dependencies: ["PiconetFleet", "PiconetMQTT", "PiconetPosix", "PiconetWire"],
+                    swiftSettings: swift6),
         .testTarget(name: "PiconetRuntimeTests", dependencies: ["PiconetRuntime"], swiftSettings: swift6),
     ]
 )

@@ -35,6 +35,8 @@ public struct HubInfo: Sendable, Codable, Equatable {
     public var forgottenNodesTotal: UInt64 = 0
     /// Discovery records and `ask` questions not kept because the hub's tables were full.
     public var discoveryDroppedTotal: UInt64 = 0
+    /// The MQTT export (`--mqtt`), nil without it.
+    public var mqtt: HubMQTTInfo?
 
     public init(name: String = "hub", messagesTotal: UInt64 = 0, rejectedTotal: UInt64 = 0,
                 storeHealthy: Bool = true, storeMessage: String? = nil) {

@@ -30,7 +30,7 @@ extension HubInfo {
         .sorted(["name": .string(name), "messagesTotal": count(messagesTotal), "rejectedTotal": count(rejectedTotal),
                  "storeHealthy": .bool(storeHealthy), "storeMessage": string(storeMessage),
                  "unexpectedPeersTotal": count(unexpectedPeersTotal), "forgottenNodesTotal": count(forgottenNodesTotal),
-                 "discoveryDroppedTotal": count(discoveryDroppedTotal)])
+                 "discoveryDroppedTotal": count(discoveryDroppedTotal), "mqtt": mqtt?.json])
     }
 }
 

@@ -164,6 +164,15 @@ public final class EpollLoop: EventLoop {
         _ = try? Sys.epollControl(epoll.rawValue, EPOLL_CTL_DEL, fd, events: 0, data: 0)
     }
 
+    /// Forgets a registration whose descriptor its owner already closed (a C library that closes
+    /// its own socket on errors, as libmosquitto does): the close took it out of the epoll set,
+    /// so no syscall (`deregister` would hit EBADF). Events already fetched for it are dropped.
+    public func forget(_ registration: Registration) {
+        let fd = registration.descriptor.rawValue
+        guard let e = entries[fd], e.id == registration.id else { return }
+        entries[fd] = nil
+    }
+
     /// Number of live registrations (the loop's own descriptors not included).
     public var registrationCount: Int { entries.count }
 

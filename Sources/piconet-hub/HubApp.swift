@@ -79,6 +79,8 @@ final class HubApp {
     /// The hub's own LEDs: advertising-blink while no node is connected, solid once one is,
     /// an activity flash per accepted batch (rate-limited by the light board).
     let lights: BoardLights?
+    /// `--mqtt`: the fleet export (HubMQTT.swift).
+    var fleet: FleetExporter?
 
     static let seriesLimit = 600
     static let inviteRetry = HubNodeManager.inviteRetry
@@ -106,6 +108,12 @@ final class HubApp {
         }
         if let host = settings.httpHost { try Self.checkHTTPPort(host: host, port: settings.httpPort, loop: loop) }
         wallOffset = WallClock.secondsSinceEpoch() - loop.now.seconds
+        if let mqtt = settings.mqtt {
+            do throws(StoreError) {
+                fleet = try FleetExporter(loop: loop, settings: mqtt, hubName: settings.name, clientID: "piconet-\(host.identity.peerID)",
+                                          log: { Console.err("piconet-hub: \($0)\n") })
+            } catch { throw HubStartFailure(status: ExitStatus.ioError, description: "MQTT outbox \(mqtt.outboxPath): \(error)") }
+        }
         inPlace = Console.stdoutIsTerminal && !settings.plain && !settings.askBeforeInviting && !settings.json && !settings.quiet
         if let profile {
             // A hub whose LEDs fail keeps aggregating; the fault is reported once.
@@ -205,6 +213,7 @@ final class HubApp {
             nodeManager.policy.canAsk = true
         }
         lights?.driver.show(.advertising)
+        startExport()
         refreshTimer = loop.scheduleRepeating(every: .seconds(1)) { [unowned self] in self.refresh() }
         try loop.onSignal([.interrupt, .terminate]) { [unowned self] _ in self.shutdown() }
         if settings.duration > 0 {
@@ -230,6 +239,7 @@ final class HubApp {
         session.close()
         lights?.close()
         pairingAgent?.close()
+        fleet?.close()
         loop.schedule(after: .milliseconds(50)) { [unowned self] in self.loop.stop() }
     }
 
@@ -267,6 +277,7 @@ final class HubApp {
                     if latencies.count < Self.latencyCap { latencies.append((now - batch.sentAt).nanoseconds / 1000) } else { latenciesDropped += 1 }
                 }
                 recorder.record(StoredBatch(node: node.rawValue, receivedAt: WallClock.nanosecondsSinceEpoch(), batch: batch))
+                exportBatch(batch, from: node)
                 lights?.driver.flashActivity()
             }
         case .summary, .duplicate, .stale:
@@ -337,6 +348,7 @@ final class HubApp {
             info.storeHealthy = false
             info.storeMessage = "\(e)"
         }
+        info.mqtt = exportRefresh(nodes, snaps)
         let snapshot = HubSnapshot(generatedAt: WallClock.secondsSinceEpoch(), hub: info, nodes: nodes)
         feed.publish(snapshot)
         if settings.json {

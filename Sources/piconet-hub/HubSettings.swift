@@ -35,14 +35,16 @@ struct HubSettings {
     var adapter: String?
     /// BT_SECURITY of the channels the hub dials and who answers pairing (`--security`, `--pairing`).
     var linkSecurity = LinkSecurity()
+    /// `--mqtt` and its companions (HubMQTT.swift); nil: no export.
+    var mqtt: MQTTSettings?
 
     /// Config file keys: the long flag names, plus `role`, `state-dir`, `gpio-chip`, `allow-list`.
     /// The camelCase spellings of earlier configs stay accepted.
     static let configKeys = ConfigKeys(
         binary: "piconet-hub",
-        keys: ["name", "role", "service", "interface", "state-dir", "identity", "invite", "allow-list", "http", "db",
+        keys: Set(["name", "role", "service", "interface", "state-dir", "identity", "invite", "allow-list", "http", "db",
                "max-heart-rate", "retention-days", "encryption", "board", "gpio-chip", "boards-dir", "transport", "adapter",
-               "security", "pairing"],
+               "security", "pairing"]).union(MQTTSettings.configKeys),
         aliases: ["interfaces": "interface", "stateDirectory": "state-dir", "allowList": "allow-list", "maxHeartRate": "max-heart-rate",
                   "retentionDays": "retention-days", "boardsDirectory": "boards-dir", "gpioChip": "gpio-chip"],
         elsewhere: ["accept": "piconet-node", "trust-store": "piconet-node", "trustStore": "piconet-node", "profile": "piconet-node",
@@ -121,6 +123,7 @@ struct HubSettings {
         if s.linkSecurity != LinkSecurity(), !s.transport.usesBluetooth {
             throw Invalid(description: "--security and --pairing need --transport bluetooth or any")
         }
+        s.mqtt = try MQTTSettings.resolve(c, file, databasePath: s.databasePath)
         return s
     }
 }

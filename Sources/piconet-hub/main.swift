@@ -17,7 +17,8 @@ struct HubCommand: ParsableCommand {
         Example (one-machine demo): piconet-hub --interface lo --http 127.0.0.1:8080 --db /tmp/hub.sqlite
         HTTP: GET /  (live page)   /api/nodes   /api/nodes/{id}/series?window=10s|60s|session   /metrics
         Config file keys (JSON object) are the long option names: name, service, interface, identity, invite, http,
-        db, max-heart-rate, retention-days, encryption, board, boards-dir, transport, adapter, security, pairing;
+        db, max-heart-rate, retention-days, encryption, board, boards-dir, transport, adapter, security, pairing,
+        mqtt, mqtt-ca, mqtt-user, mqtt-password-file, mqtt-cert, mqtt-key, mqtt-outbox, mqtt-commands;
         and role, state-dir, gpio-chip, allow-list (older camelCase keys are accepted too).
         Bluetooth: piconet-hub --transport bluetooth --adapter hci0 (LE scanning, invitations over L2CAP).
         Exit status: 0 done, 1 failed while running, 64 bad option, 69 interface or HTTP port
@@ -62,6 +63,23 @@ struct HubCommand: ParsableCommand {
     var security: String?
     @Option(help: ArgumentHelp(stringLiteral: LinkSecurity.pairingHelp))
     var pairing: String?
+    @Option(help: ArgumentHelp("Publish every node to an MQTT broker: mqtt://HOST[:PORT] or mqtts://HOST[:PORT] ('off': none).",
+                               discussion: "Topics piconet/<hub>/<node>/state|hr|motion|summary, Home Assistant discovery, a durable outbox (see README)."))
+    var mqtt: String?
+    @Option(help: "CA certificate file for an mqtts:// broker.")
+    var mqttCa: String?
+    @Option(help: "MQTT user name.")
+    var mqttUser: String?
+    @Option(help: "File holding the MQTT password (mode 0600).")
+    var mqttPasswordFile: String?
+    @Option(help: "Client certificate for an mqtts:// broker (with --mqtt-key).")
+    var mqttCert: String?
+    @Option(help: "Client certificate's key file.")
+    var mqttKey: String?
+    @Flag(help: "Take commands from piconet/<hub>/cmd/... (off by default; who may publish there is the broker ACL's business): answer (an --invite ask answer line).")
+    var mqttCommands = false
+    @Option(help: "The MQTT outbox's SQLite file (default: beside --db, NAME.mqtt-outbox.sqlite; in memory with --db off).")
+    var mqttOutbox: String?
     @Option(parsing: .unconditional, help: "Stop after this many seconds (0 = run until SIGINT/SIGTERM; at most 315360000).")
     var duration: Double = 0
     @Flag(help: "Plain lines instead of the in-place table, even on a terminal.")

@@ -12,7 +12,7 @@ PICONET_APT_PACKAGES=(
   iproute2 nftables procps psmisc curl python3 python3-venv
   mtools dosfstools fdisk e2fsprogs jq openssh-server openssh-client shellcheck sudo systemd systemd-container  # flash-sd, provision, their stage (sudo path, systemd-analyze, nspawn board)
   gcc libc6-dev            # scripts/bench compiles its C baseline
-  mosquitto libmosquitto-dev libcoap3-dev  # bench.d/80-mqtt, 81-coap: broker and C clients
+  mosquitto mosquitto-clients libmosquitto-dev libcoap3-dev  # the hub's --mqtt (libmosquitto), its stage (broker, mosquitto_sub), bench.d/80-mqtt, 81-coap
   chromium sqlite3         # the main-job stage: browser test of the live page, history checks
   debootstrap              # stage 72-arm64: the sid root with Debian's swiftlang for the aarch64 hub and CLI
 )

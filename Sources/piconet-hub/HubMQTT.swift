@@ -1,0 +1,285 @@
+import PiconetFleet
+import PiconetHub
+import PiconetHubServer
+import PiconetLoop
+import PiconetMQTT
+import PiconetPosix
+import PiconetRuntime
+import PiconetSensors
+import PiconetSession
+import PiconetStore
+import PiconetWire
+
+/// `--mqtt` and its companions, resolved (flags over config keys; the keys are the long flag names).
+struct MQTTSettings {
+    var endpoint: MQTTEndpoint
+    /// The durable outbox file; ":memory:" with `--db off`.
+    var outboxPath: String
+    var outboxCapacity = 100_000
+    /// `--mqtt-commands`: subscribe to piconet/<hub>/cmd/#.
+    var commands = false
+
+    static let configKeys: Set<String> = ["mqtt", "mqtt-ca", "mqtt-user", "mqtt-password-file", "mqtt-cert", "mqtt-key", "mqtt-outbox", "mqtt-commands"]
+
+    static func resolve(_ c: HubCommand, _ file: ConfigFile?, databasePath: String?) throws -> MQTTSettings? {
+        let url = try c.mqtt ?? file?.string("mqtt")
+        let ca = try c.mqttCa ?? file?.string("mqtt-ca")
+        let user = try c.mqttUser ?? file?.string("mqtt-user")
+        let passwordFile = try c.mqttPasswordFile ?? file?.string("mqtt-password-file")
+        let cert = try c.mqttCert ?? file?.string("mqtt-cert")
+        let key = try c.mqttKey ?? file?.string("mqtt-key")
+        let outbox = try c.mqttOutbox ?? file?.string("mqtt-outbox")
+        let commands = try c.mqttCommands || (file?.bool("mqtt-commands") ?? false)
+        guard let url, url != "off" else {
+            if ca != nil || user != nil || passwordFile != nil || cert != nil || key != nil || outbox != nil || commands {
+                throw HubSettings.Invalid(description: "--mqtt-ca, --mqtt-user, --mqtt-password-file, --mqtt-cert, --mqtt-key, --mqtt-outbox and --mqtt-commands need --mqtt URL")
+            }
+            return nil
+        }
+        var endpoint: MQTTEndpoint
+        switch MQTTEndpoint.parse(url, caFile: ca) {
+        case let .success(e): endpoint = e
+        case let .failure(e): throw HubSettings.Invalid(description: e.description)
+        }
+        if (cert == nil) != (key == nil) { throw HubSettings.Invalid(description: "give both --mqtt-cert and --mqtt-key (a client certificate and its key)") }
+        if let cert, let key {
+            guard endpoint.tls != nil else { throw HubSettings.Invalid(description: "--mqtt-cert/--mqtt-key need an mqtts:// broker") }
+            endpoint.tls?.certFile = cert
+            endpoint.tls?.keyFile = key
+        }
+        if passwordFile != nil && user == nil { throw HubSettings.Invalid(description: "--mqtt-password-file needs --mqtt-user") }
+        endpoint.username = user
+        if let passwordFile {
+            let bytes: [UInt8]
+            do { bytes = try SecretFile.read(passwordFile, limit: 4096) } catch {
+                throw HubSettings.Invalid(description: "--mqtt-password-file \(passwordFile): \(error)")
+            }
+            var text = String(decoding: bytes, as: UTF8.self)
+            while text.hasSuffix("\n") || text.hasSuffix("\r") { text.removeLast() }
+            endpoint.password = text
+        }
+        let outboxPath: String
+        if let outbox { outboxPath = outbox } else if let db = databasePath {
+            outboxPath = (db.hasSuffix(".sqlite") ? String(db.dropLast(7)) : db) + ".mqtt-outbox.sqlite"
+        } else {
+            outboxPath = ":memory:"
+        }
+        return MQTTSettings(endpoint: endpoint, outboxPath: outboxPath, commands: commands)
+    }
+}
+
+/// The hub's MQTT export: publisher (pure) → durable outbox (SQLite) → broker (libmosquitto on the loop).
+///
+/// Every message is stored before it is sent and deleted only on the broker's PUBACK, so a
+/// broker outage or a hub `kill -9` loses nothing that was stored. Sending is in outbox order
+/// with at most `window` (256) unacknowledged messages, refilled in halves; after a reconnect everything unacknowledged is
+/// sent again from the oldest (the subscriber may see a repeat, never a gap). Acknowledged ids
+/// are deleted in one transaction per `flush` (a second, or every `window` acks).
+final class FleetExporter {
+    let client: MQTTClient
+    let outbox: MQTTOutbox
+    var publisher: FleetPublisher
+    let window: Int
+    /// Last outbox id handed to the client on this connection (0: from the start).
+    private var cursor: Int64 = 0
+    private var inFlight: [Int32: Int64] = [:]
+    private var acknowledged: [Int64] = []
+    private(set) var published: UInt64 = 0
+    private(set) var acks: UInt64 = 0
+    private(set) var storeError: StoreError?
+    private var lastReason: String?
+    /// `--mqtt-commands`: what to do with a parsed command (nil: commands off, nothing subscribed).
+    var onCommand: ((FleetCommand) -> Void)?
+    private(set) var commandsRefused = 0
+    let commandsEnabled: Bool
+    let log: (String) -> Void
+
+    init(loop: EpollLoop, settings: MQTTSettings, hubName: String, clientID: String, log: @escaping (String) -> Void) throws(StoreError) {
+        outbox = try MQTTOutbox(path: settings.outboxPath, capacity: settings.outboxCapacity)
+        publisher = FleetPublisher(hubName: hubName, sequences: try outbox.sequences())
+        window = 256
+        client = MQTTClient(loop: loop, endpoint: settings.endpoint, clientID: clientID,
+                            status: MQTTStatusTopic(topic: publisher.statusTopic), inFlightLimit: window)
+        self.log = log
+        commandsEnabled = settings.commands
+        client.onEvent = { [unowned self] in self.handle($0) }
+        if commandsEnabled { client.subscribe("\(publisher.prefix)/\(publisher.hub)/cmd/#") }
+    }
+
+    func start() { client.start() }
+
+    func close() {
+        flush()
+        client.close()
+        outbox.close()
+    }
+
+    var info: HubMQTTInfo {
+        HubMQTTInfo(broker: client.endpoint.description, connected: client.isConnected, outboxDepth: outbox.count,
+                    droppedTotal: outbox.dropped.total, publishedTotal: published, acknowledgedTotal: acks,
+                    connectionsLost: client.disconnects, lastError: client.isConnected ? nil : (storeError.map { "\($0)" } ?? client.lastError))
+    }
+
+    /// Stores messages (one transaction) and sends what the window allows.
+    func enqueue(_ messages: [FleetMessage]) {
+        guard !messages.isEmpty else { return }
+        let rows = messages.map {
+            OutboxMessage(topic: $0.topic, payload: $0.payload, retain: $0.retain,
+                          priority: OutboxMessage.Priority(rawValue: $0.kind.rawValue) ?? .sample, sequence: $0.sequence)
+        }
+        do throws(StoreError) {
+            try outbox.append(rows)
+            storeError = nil
+        } catch {
+            if storeError != error { log("MQTT outbox: \(error): these messages are not exported") }
+            storeError = error
+            return
+        }
+        pump()
+    }
+
+    private func handle(_ event: MQTTClientEvent) {
+        switch event {
+        case .connected:
+            log("MQTT: connected to \(client.endpoint) (\(outbox.count) messages waiting)")
+            lastReason = nil
+            cursor = 0
+            inFlight.removeAll()
+            publisher.rediscover()
+            pump()
+        case let .disconnected(reason, retryIn):
+            // One line per new reason, not one per retry (the back-off tops out at 5 s).
+            if reason != lastReason {
+                log("MQTT: \(reason); retrying every few seconds (next in \(retryIn)), \(outbox.count) messages kept in the outbox")
+                lastReason = reason
+            }
+            inFlight.removeAll()
+        case let .acknowledged(mid):
+            guard let id = inFlight.removeValue(forKey: mid) else { return }
+            acks += 1
+            acknowledged.append(id)
+            if acknowledged.count >= window { flush() }
+            // Refill in halves: one outbox query per window/2 acknowledgements, not one per ack.
+            if inFlight.count <= window / 2 { pump() }
+        case let .message(topic, payload):
+            guard commandsEnabled else { return }
+            switch FleetCommand.parse(topic: topic, payload: payload, prefix: publisher.prefix, hub: publisher.hub) {
+            case let .success(command): onCommand?(command)
+            case let .failure(e):
+                commandsRefused += 1
+                log(TerminalText.escaped(e.description))
+            }
+        }
+    }
+
+    /// Hands the next stored messages to the client while the window has room.
+    private func pump() {
+        guard client.isConnected else { return }
+        while inFlight.count < window {
+            let rows: [OutboxMessage]
+            do throws(StoreError) { rows = try outbox.messages(after: cursor, limit: window - inFlight.count) } catch {
+                storeError = error
+                return
+            }
+            if rows.isEmpty { return }
+            for row in rows {
+                guard let mid = client.publish(topic: row.topic, payload: row.payload, retain: row.retain) else { return }
+                inFlight[mid] = row.id
+                cursor = row.id
+                published += 1
+            }
+        }
+    }
+
+    /// Deletes acknowledged messages (called once a second and every `window` acks).
+    func flush() {
+        guard !acknowledged.isEmpty else { return }
+        do throws(StoreError) {
+            try outbox.delete(acknowledged)
+            acknowledged.removeAll(keepingCapacity: true)
+        } catch {
+            storeError = error
+        }
+    }
+}
+
+extension HubApp {
+    /// `--mqtt`: one batch's heart rate and motion to `.../hr` and `.../motion`.
+    func exportBatch(_ batch: SampleBatch, from node: NodeID) {
+        guard let fleet else { return }
+        var bpm: [Int] = [], rr: [Double] = []
+        var motionCount = 0
+        var deviation = 0.0
+        for s in batch.samples {
+            switch s {
+            case let .heartRate(h):
+                bpm.append(Int(h.measurement.bpm))
+                rr += h.measurement.rrIntervalsMilliseconds
+            case let .motion(m):
+                motionCount += 1
+                deviation += abs(m.accel.magnitude - 1000)
+            }
+        }
+        let now = WallClock.secondsSinceEpoch()
+        var out: [FleetMessage] = []
+        if !bpm.isEmpty { out.append(fleet.publisher.heartRate(node: node.rawValue, bpm: bpm, rr: rr, now: now)) }
+        if motionCount > 0 {
+            out.append(fleet.publisher.motion(node: node.rawValue, samples: motionCount, activity: deviation / Double(motionCount), now: now))
+        }
+        fleet.enqueue(out)
+    }
+
+    /// `--mqtt`, once a second: node states (on change, or every 10 s), summaries every 10 s, outbox housekeeping.
+    func exportRefresh(_ nodes: [NodeStatus], _ snaps: [NodeSnapshot]) -> HubMQTTInfo? {
+        guard let fleet else { return nil }
+        let now = WallClock.secondsSinceEpoch()
+        let byID = Dictionary(snaps.map { ($0.id.rawValue, $0) }, uniquingKeysWith: { a, _ in a })
+        var out: [FleetMessage] = []
+        // Only the nodes that sent this hub data: the table also lists nodes discovered but not
+        // invited (another hub's), which must not appear under this hub's topics.
+        for status in nodes {
+            guard let snap = byID[status.id] else { continue }
+            var node = FleetNode(id: status.id, name: status.name, state: status.state == "notConnected" ? "not connected" : status.state)
+            node.bpm = status.bpm
+            node.zone = status.bpm.map { heartRateZone(bpm: $0, maximum: settings.hub.maximumHeartRate) }
+            node.activity = snap.tenSeconds.activityLevel?.rawValue
+            if let b = snap.latestSummary?.battery, b != NodeSummary.batteryUnknown { node.battery = Int(b) }
+            node.lastSeen = status.lastSeen
+            node.model = status.profile.map { "piconet-node (\($0))" }
+            out += fleet.publisher.update(node, now: now)
+            if ticks % 10 == 0 {
+                var s = FleetSummary(steps: snap.session.steps)
+                s.bpmMin = snap.sixtySeconds.bpmMin
+                s.bpmMean = snap.sixtySeconds.bpmMean
+                s.bpmMax = snap.sixtySeconds.bpmMax
+                s.rmssd = snap.sixtySeconds.rmssd
+                s.sdnn = snap.sixtySeconds.sdnn
+                s.cadence = snap.sixtySeconds.cadence
+                s.loss = snap.session.lossRatio
+                s.activity = snap.sixtySeconds.activityLevel?.rawValue
+                out.append(fleet.publisher.summary(node: status.id, s, now: now))
+            }
+        }
+        fleet.enqueue(out)
+        fleet.flush()
+        return fleet.info
+    }
+}
+
+extension HubApp {
+    /// Starts the export; with `--mqtt-commands`, commands run here as their local twins do.
+    func startExport() {
+        fleet?.onCommand = { [unowned self] command in
+            switch command {
+            case let .answer(line):
+                guard self.settings.askBeforeInviting else {
+                    Console.err("piconet-hub: MQTT command answer refused: this hub does not ask (start it with --invite ask)\n")
+                    return
+                }
+                self.say("piconet-hub: answer from MQTT: \(TerminalText.escaped(line))\n")
+                self.answer(line)
+            }
+        }
+        fleet?.start()
+    }
+}
