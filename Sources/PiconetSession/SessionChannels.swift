@@ -12,18 +12,15 @@ import PiconetWire
 extension SessionMachine {
     /// Seals `message` on the link and sends it, if the link has its keys and the frame fits its path.
     mutating func seal(_ message: SealedMessage, link l: inout Link, now: Instant) {
-        sealEncoded(message.encoded(), type: message.type, link: &l, now: now)
+        seal(EncodedInner(bytes: message.encoded()), type: message.type, link: &l, now: now)
     }
 
-    /// The same for the per-message frames (data, acks): specialised per type, no enum on the hot path.
+    /// The same for the per-message frames (data, acks): specialised per type, no enum on the
+    /// hot path, and the inner frame is encoded straight into the datagram the record layer seals.
     mutating func seal<T: WireCodable>(_ inner: T, type: FrameType, link l: inout Link, now: Instant) {
-        sealEncoded(inner.encoded(), type: type, link: &l, now: now)
-    }
-
-    mutating func sealEncoded(_ plain: [UInt8], type: FrameType, link l: inout Link, now: Instant) {
         // Optional chaining works on the link's record layer in place (no copy of its window).
         let remoteIndex = l.remoteIndex
-        guard let sealed = l.record?.seal(plain, type: type, receiverIndex: remoteIndex, now: now) else { return }
+        guard let sealed = l.record?.seal(inner, type: type, receiverIndex: remoteIndex, now: now) else { return }
         statistics.rekeys += sealed.rekeys
         guard let bytes = sealed.bytes else { return }
         guard bytes.count <= l.datagramSize else {
@@ -52,21 +49,25 @@ extension SessionMachine {
     }
 
     /// One sealed frame; `path` is the largest datagram toward `address`.
-    mutating func handleSealed(_ f: SealedFrame, from address: EndpointAddress, path: Int, now: Instant) {
+    mutating func handleSealed(_ f: LocatedSealedFrame, in datagram: [UInt8], from address: EndpointAddress, path: Int,
+                               now: Instant) {
         let index = f.receiverIndex
         guard var l = table.take(index) else {
             statistics.unknownLinkDropped += 1
             return
         }
-        let plain: [UInt8]
-        switch l.record?.open(f) {
+        // The shared plaintext buffer, taken out of `self` while this frame is handled (a
+        // handler below may not reach it), and put back with its capacity afterwards.
+        var plain = openBuffer
+        openBuffer = []
+        defer { openBuffer = plain }
+        switch l.record?.open(f, in: datagram, into: &plain) {
         case nil:   // no keys yet: the handshake is not done
             table[index] = l
             statistics.unknownLinkDropped += 1
             return
-        case let .plain(p, rekeys)?:
+        case let .opened(rekeys)?:
             statistics.rekeys += rekeys
-            plain = p
         case .replayed?:
             statistics.replaysDropped += 1
             table[index] = l

@@ -54,6 +54,9 @@ public struct SessionMachine {
     var nextInvitation: UInt32 = 1
     var admission: HandshakeAdmission
     var actions: [SessionAction] = []
+    /// Where the record layer puts an opened frame's plaintext: one buffer for every link,
+    /// its capacity reused (no array per received frame). Taken out while a frame is handled.
+    var openBuffer: [UInt8] = []
     public private(set) var isClosed = false
 
     /// The smallest datagram a session runs over: the largest handshake message (a 63-byte
@@ -279,10 +282,18 @@ public struct SessionMachine {
         guard bytes.count <= configuration.maximumDatagramSize else { statistics.oversizeReceived += 1; return [] }
         // Parsed once here; handlers get typed packets and the path's limit as arguments.
         let path = min(configuration.maximumDatagramSize, datagramLimit ?? configuration.maximumDatagramSize)
-        switch try? SessionPacket(decoding: bytes) {
-        case let .handshake(f)?: handleHandshake(f, from: address, path: path, now: now)
-        case let .sealed(f)?: handleSealed(f, from: address, path: path, now: now)
-        case nil: statistics.malformedDropped += 1
+        // A sealed frame is only located (no copy of its body): the record layer opens it
+        // straight from `bytes`. Anything else is a handshake message or malformed.
+        do {
+            if let f = try LocatedSealedFrame(locating: bytes) {
+                handleSealed(f, in: bytes, from: address, path: path, now: now)
+            } else if case let .handshake(h) = try SessionPacket(decoding: bytes) {
+                handleHandshake(h, from: address, path: path, now: now)
+            } else {
+                statistics.malformedDropped += 1
+            }
+        } catch {
+            statistics.malformedDropped += 1
         }
         reconcile()
         return take()
