@@ -154,7 +154,8 @@ public struct SessionMachine {
     public mutating func send(_ message: [UInt8], to peers: [PeerID], mode: SendMode,
                               now: Instant) throws(SessionError) -> (SendStatus, [SessionAction]) {
         guard !isClosed else { throw .closed }
-        var targets: [UInt32] = []
+        // Checked for every peer first (all or nothing), then sent: two lookups per peer
+        // rather than an array of targets per call.
         for p in peers {
             guard let i = table.linkIndex(of: p), let l = table[i] else { throw .notConnected(p) }
             if mode == .reliable, l.channels.sender.isStalled { throw .stalled }
@@ -163,20 +164,19 @@ public struct SessionMachine {
                 let limit = SessionMachine.unreliablePayload(l.datagramSize)
                 guard message.count <= limit else { throw .messageTooLarge(size: message.count, limit: limit) }
             }
-            targets.append(i)
         }
         switch mode {
         case .unreliable:
-            for i in targets {
-                guard var l = table.take(i) else { continue }
+            for p in peers {
+                guard let i = table.linkIndex(of: p), var l = table.take(i) else { continue }
                 sendUnreliable(message, link: &l, now: now)
                 table[i] = l
             }
             return (.sent, take())
         case .reliable:
             var status = SendStatus.sent
-            for i in targets {
-                guard var l = table.take(i) else { continue }
+            for p in peers {
+                guard let i = table.linkIndex(of: p), var l = table.take(i) else { continue }
                 do {
                     if try l.channels.sender.enqueue(message) == .stalled { status = .stalled }
                 } catch {
@@ -350,6 +350,14 @@ public struct SessionMachine {
     mutating func ended(_ l: Link) {
         table.forget(l)
         if let p = l.peer { dirty.insert(p) }
+    }
+
+    /// Hands an emptied actions array back (the driver's, after it carried them out): the
+    /// next call's actions go into its storage, so a steady stream of datagrams allocates no
+    /// array per call. Kept only if the machine holds no storage of its own.
+    public mutating func recycle(_ spent: inout [SessionAction]) {
+        guard spent.isEmpty, actions.isEmpty, actions.capacity == 0 else { return }
+        swap(&actions, &spent)
     }
 
     mutating func take() -> [SessionAction] {
