@@ -149,7 +149,7 @@ extension SessionMachine {
         case let .resume(r):
             guard r.token == l.token else { break }
             l.channels.sender.resendAll(from: r.receiveNext, now: now)
-            seal(.ack(l.channels.receiver.acknowledgement), link: &l, now: now)
+            sendAcknowledgement(&l, now: now)
         case .invitation, .invitationReply, .close:
             break   // never hot: dispatched with the link in the table
         }
@@ -170,11 +170,14 @@ extension SessionMachine {
             if seq > l.channels.receiver.next {
                 allowance = max(0, configuration.maximumReceiveBuffered - table.receiveBuffered(except: l.index))
             }
+            // Only an in-order fragment with nothing buffered beyond it may wait for company.
+            var immediately = true
             switch l.channels.receiver.receive(seq: seq, index: index, count: count, payload: d.payload, allowance: allowance) {
             case let .delivered(messages):
                 for m in messages { emit(.received(m, from: peer, mode: .reliable)) }
+                immediately = seq > l.channels.receiver.next || l.channels.receiver.hasOutOfOrder
             case .duplicate:
-                statistics.duplicateFragments += 1
+                statistics.duplicateFragments += 1   // our ack may have been lost: at once
             case .outOfWindow:
                 break
             case .bufferFull:
@@ -186,9 +189,29 @@ extension SessionMachine {
                 ended(l)
                 return false
             }
-            seal(l.channels.receiver.acknowledgement, type: .ack, link: &l, now: now)
+            acknowledge(&l, immediately: immediately, now: now)
         }
         return true
+    }
+
+    /// Owes the peer an ack for one more reliable fragment: sends it now when `immediately`,
+    /// when `acknowledgeEvery` are owed, or with no delay configured; otherwise it goes out at
+    /// `ackDue` (the timer) or with the next fragment that completes the count.
+    mutating func acknowledge(_ l: inout Link, immediately: Bool, now: Instant) {
+        l.channels.acksOwed += 1
+        if immediately || l.channels.acksOwed >= configuration.acknowledgeEvery || configuration.acknowledgementDelay <= .zero {
+            sendAcknowledgement(&l, now: now)
+        } else if l.channels.ackDue == nil {
+            l.channels.ackDue = now + configuration.acknowledgementDelay
+        }
+    }
+
+    /// One ack frame covering everything received so far (cumulative and SACK blocks).
+    mutating func sendAcknowledgement(_ l: inout Link, now: Instant) {
+        l.channels.acksOwed = 0
+        l.channels.ackDue = nil
+        statistics.acknowledgementsSent += 1
+        seal(l.channels.receiver.acknowledgement, type: .ack, link: &l, now: now)
     }
 
     /// The peer closed the link (in the table): the invitation it carried ends, the peer leaves.
