@@ -31,12 +31,21 @@ public final class MachineTimer {
     /// the timer lives as long as the driver).
     public var onFire: () -> Void = {}
 
+    /// When set, a *later* deadline than the armed one keeps the armed timer: it fires early,
+    /// the driver's `timerFired` finds nothing due and follows the real deadline then. For a
+    /// machine whose deadline moves later with every datagram (a session's keep-alive and
+    /// lost-peer deadlines run from the last frame sent and heard), re-arming on each one cost
+    /// a loop timer (and its allocations) per message; this costs one early wake-up per
+    /// deadline instead. Only for machines whose `timerFired` is harmless when nothing is due.
+    public var rearmsOnlyEarlier = false
+
     public init(loop: EventLoop) { self.loop = loop }
 
     /// Keeps the timer at `deadline` (nil: none); `onFire` runs once when it is due.
     /// The same deadline as the armed one keeps the armed timer.
     public func follow(_ deadline: Instant?) {
         if deadline == self.deadline, timer != nil { return }
+        if rearmsOnlyEarlier, let deadline, let armed = self.deadline, timer != nil, armed <= deadline { return }
         cancel()
         guard let deadline else { return }
         self.deadline = deadline

@@ -21,7 +21,9 @@ import PiconetLoop
 ///   With `Options.coalesceSends`, `send(_:to:)` copies the datagram into the send pool and the
 ///   pool goes out with `sendmmsg` when it is full or when the current loop callback returns
 ///   (a zero-delay timer: the loop runs it before it blocks again), so a burst of sends or the
-///   acknowledgements for a batch of received datagrams cost one syscall.
+///   acknowledgements for a batch of received datagrams cost one syscall. With
+///   `firstSendOfTurnDirect` too, the first datagram of a loop turn goes out at once (a lone
+///   message waits for nothing) and only the turn's later ones are coalesced.
 /// - IPv4 today; addresses are converted in one place (`SocketAddress`) so IPv6 can follow.
 ///
 /// Lives on its loop (not `Sendable`) and until `close()`.
@@ -51,6 +53,11 @@ public final class UDPEndpoint: DatagramEndpoint {
         /// traffic that tolerates loss anyway (sessions: unreliable, or retransmitted). While
         /// a flush waits for writability, `send` answers `.wouldBlock` as without coalescing.
         public var coalesceSends = false
+        /// With `coalesceSends`: the first `send(_:to:)` of a loop turn goes out at once with
+        /// `sendto` (nothing pending, not stalled), later ones of the same turn are coalesced.
+        /// A lone datagram then skips the pool copy and the end-of-turn flush (latency), a
+        /// burst still leaves in one `sendmmsg` after its first datagram.
+        public var firstSendOfTurnDirect = false
         /// SO_BINDTODEVICE: the socket receives only what arrives on this interface and sends
         /// out of it (`--interface` as a boundary). nil: every interface.
         public var device: String?
@@ -110,6 +117,8 @@ public final class UDPEndpoint: DatagramEndpoint {
     // Coalesced sends waiting in `sendPool[0..<pendingSends]`, and whether a flush is scheduled.
     private var pendingSends = 0
     private var flushScheduled = false
+    /// The loop turn (its `now`, stable within a turn) whose first datagram went out directly.
+    private var lastDirectSendTurn: Instant?
     /// What the deferred flush captures instead of `self` (Embedded Swift has no `weak`).
     private lazy var handle = OwnerHandle(self)
     deinit { handle.sever() }
@@ -204,7 +213,14 @@ public final class UDPEndpoint: DatagramEndpoint {
         guard let sa = SocketAddress(destination) else {
             throw .system(errno: EAFNOSUPPORT, operation: "sendto \(destination)")
         }
-        if options.coalesceSends { return coalesce(bytes, to: sa) }
+        if options.coalesceSends {
+            // The first datagram of a loop turn leaves at once (a lone message, the first of a
+            // burst: no added latency); the rest of the turn's go in one sendmmsg at its end.
+            if !options.firstSendOfTurnDirect || pendingSends > 0 || sendStalled || loop.now == lastDirectSendTurn {
+                return coalesce(bytes, to: sa)
+            }
+            lastDirectSendTurn = loop.now
+        }
         let fd = socket.rawValue
         var result: Result<IOResult<Int>, IOError> = .success(.wouldBlock)
         bytes.withUnsafeBytes { p in result = Result { () throws(IOError) in try Sys.sendto(fd, p, sa) } }

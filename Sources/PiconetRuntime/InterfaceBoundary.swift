@@ -49,6 +49,7 @@ extension UDPSessionHost {
         options.receiveBufferSize = 1 << 20
         options.sendBufferSize = 1 << 20
         options.coalesceSends = true // one sendmmsg per loop callback (a burst, the acks of a batch)
+        options.firstSendOfTurnDirect = true // ... after its first datagram, which leaves at once (latency)
         do {
             options = try InterfaceBoundary.options(options, interfaces: interfaces)
         } catch {

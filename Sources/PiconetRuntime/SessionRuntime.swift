@@ -122,6 +122,7 @@ public final class UDPSessionHost {
             options.receiveBufferSize = 1 << 20
             options.sendBufferSize = 1 << 20
         options.coalesceSends = true // one sendmmsg per loop callback (a burst, the acks of a batch)
+        options.firstSendOfTurnDirect = true // ... after its first datagram, which leaves at once (latency)
             return try UDPEndpoint(loop: loop, bindTo: address, options: options)
         } catch {
             throw .socket(address: address.description, reason: "\(error)")

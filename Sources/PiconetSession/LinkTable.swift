@@ -102,6 +102,10 @@ struct Channels {
     var receiver: ReliableReceiver
     var unreliableSeq: UInt64 = 0
     var unreliableReplay: ReplayWindow
+    /// In-order reliable fragments received since the last ack frame (see `acknowledgeEvery`).
+    var acksOwed = 0
+    /// When the owed ack goes out at the latest (`acknowledgementDelay` after the first owed).
+    var ackDue: Instant?
 }
 
 /// Every link of a session, indexed three ways: by our link index (what sealed frames

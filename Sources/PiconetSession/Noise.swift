@@ -123,6 +123,31 @@ public struct CipherState: Sendable {
         return try CipherState.open(key, nonce: n, ad: ad, ciphertext: ciphertext)
     }
 
+    /// Seals in place with an explicit nonce (the record layer's datagrams): encrypts
+    /// `message` where it lies and writes the tag to `tag`, authenticating `ad`. False without
+    /// a key (the record layer always has one), at the reserved nonce, or if libsodium refused.
+    func sealInPlace(nonce n: UInt64, ad: UnsafeBufferPointer<UInt8>, message: UnsafeMutableBufferPointer<UInt8>,
+                     tag: UnsafeMutableBufferPointer<UInt8>) -> Bool {
+        guard let key, n < CipherState.maxNonce, tag.count == NoiseConstants.tagLength,
+              let adBase = ad.baseAddress, let tagBase = tag.baseAddress else { return false }
+        let m = message.baseAddress ?? tagBase   // an empty message: never read
+        return Sodium.sealInPlace(key: key, nonce: n, ad: adBase, adLength: ad.count,
+                                  message: m, messageLength: message.count, tag: tagBase)
+    }
+
+    /// Checks `tag` over `ciphertext` and `ad` and decrypts into `out` (as long as `ciphertext`).
+    /// False without a key, at the reserved nonce, or for anything not sealed with this key.
+    func openDetached(nonce n: UInt64, ad: UnsafeBufferPointer<UInt8>, ciphertext: UnsafeBufferPointer<UInt8>,
+                      tag: UnsafeBufferPointer<UInt8>, into out: UnsafeMutableBufferPointer<UInt8>) -> Bool {
+        guard let key, n < CipherState.maxNonce, tag.count == NoiseConstants.tagLength, out.count == ciphertext.count,
+              let adBase = ad.baseAddress, let tagBase = tag.baseAddress else { return false }
+        // Empty bodies: libsodium reads no byte through these, but wants valid pointers.
+        let c = ciphertext.baseAddress ?? tagBase
+        let o = out.baseAddress ?? UnsafeMutablePointer(mutating: tagBase)
+        return Sodium.openDetached(key: key, nonce: n, ad: adBase, adLength: ad.count, ciphertext: c,
+                                   ciphertextLength: ciphertext.count, tag: tagBase, into: o)
+    }
+
     /// Noise `Rekey()`: the new key is the first 32 bytes of ENCRYPT(k, 2^64-1, "", 32 zero bytes).
     /// The counter is not reset (Noise §11.3): both sides rekey at the same point.
     public mutating func rekey() {

@@ -65,6 +65,8 @@ public final class PeerSession {
         self.endpoint = endpoint
         self.loop = loop
         timer = MachineTimer(loop: loop)
+        // Keep-alive and lost deadlines move later with every frame: no timer per message.
+        timer.rearmsOnlyEarlier = true
         timer.onFire = { [weakSelf] in
             guard let self = weakSelf.owner else { return }
             self.perform(self.machine.timerFired(at: self.loop.now))
@@ -165,7 +167,8 @@ public final class PeerSession {
     }
 #endif
 
-    private func perform(_ actions: [SessionAction]) {
+    private func perform(_ actions: consuming [SessionAction]) {
+        var actions = actions
         for a in actions {
             switch a {
             case let .send(bytes, to):
@@ -184,6 +187,10 @@ public final class PeerSession {
 #endif
             }
         }
+        // The array goes back to the machine, emptied with its storage: the next input's
+        // actions need no new array (one per datagram otherwise).
+        actions.removeAll(keepingCapacity: true)
+        machine.recycle(&actions)
         rearm()
     }
 

@@ -53,8 +53,15 @@ struct RecordLayer {
 
     /// Seals `plain` (an encoded inner frame) as one `SealedFrame` of `type` toward the
     /// peer's `receiverIndex`. Every call spends a counter, sent or not.
-    @inline(__always)
     mutating func seal(_ plain: [UInt8], type: FrameType, receiverIndex: UInt32, now: Instant) -> Sealed {
+        seal(EncodedInner(bytes: plain), type: type, receiverIndex: receiverIndex, now: now)
+    }
+
+    /// Seals the inner frame `inner` as one `SealedFrame`: the datagram is written once, in
+    /// one array of its final size (header, index, counter, inner frame, room for the tag), and
+    /// the AEAD encrypts the body where it lies and puts the tag after it. No intermediate
+    /// array: one allocation per frame, the datagram handed to the transport.
+    mutating func seal<T: WireCodable>(_ inner: T, type: FrameType, receiverIndex: UInt32, now: Instant) -> Sealed {
         let interval = rekeyAfterFrames
         if let started = sendEpochStarted, now - started >= rekeyAfterTime {
             // Time limit: jump the counter to the next epoch boundary; the receiver
@@ -72,23 +79,33 @@ struct RecordLayer {
             sendEpochStarted = now
             rekeys += 1
         }
-        var frame = SealedFrame(type: type, encrypted: encrypted, receiverIndex: receiverIndex, counter: counter,
-                                body: [UInt8](repeating: 0, count: plain.count + SealedFrame.minimumBody))
-        let ad = frame.associatedData
-        if encrypted {
-            guard let body = try? sendCipher.encrypt(nonce: counter, ad: ad, plaintext: plain) else {
-                return Sealed(bytes: nil, rekeys: rekeys)
+        let plainLength = inner.encodedLength
+        let adLength = LocatedSealedFrame.associatedLength
+        let total = adLength + plainLength + SealedFrame.minimumBody
+        var w = ByteWriter(capacity: total)
+        FrameHeader(type: type, flags: encrypted ? SealedFrame.encryptedFlag : 0,
+                    payloadLength: UInt16(clamping: SealedFrame.fixedLength + plainLength + SealedFrame.minimumBody)).encode(into: &w)
+        w.writeUInt32(receiverIndex)
+        w.writeUInt64(counter)
+        inner.encode(into: &w)
+        w.writeUInt64(0)   // the tag's room
+        w.writeUInt64(0)
+        var bytes = w.takeBytes()
+        guard bytes.count == total else { return Sealed(bytes: nil, rekeys: rekeys) }   // an encodedLength that lied
+        let cipher = sendCipher, encrypted = self.encrypted
+        let ok = bytes.withUnsafeMutableBufferPointer { p -> Bool in
+            let tag = UnsafeMutableBufferPointer(rebasing: p[(total - SealedFrame.minimumBody)...])
+            if encrypted {
+                return cipher.sealInPlace(nonce: counter, ad: UnsafeBufferPointer(rebasing: p[0..<adLength]),
+                                          message: UnsafeMutableBufferPointer(rebasing: p[adLength..<(adLength + plainLength)]),
+                                          tag: tag)
             }
-            frame.body = body
-        } else {
             // Not secret, still authentic: the AEAD tag over an empty plaintext, with the
             // header and the clear body as associated data (same key, same nonce sequence).
-            guard let tag = try? sendCipher.encrypt(nonce: counter, ad: ad + plain, plaintext: []) else {
-                return Sealed(bytes: nil, rekeys: rekeys)
-            }
-            frame.body = plain + tag
+            return cipher.sealInPlace(nonce: counter, ad: UnsafeBufferPointer(rebasing: p[0..<(adLength + plainLength)]),
+                                      message: UnsafeMutableBufferPointer(rebasing: p[0..<0]), tag: tag)
         }
-        return Sealed(bytes: frame.encoded(), rekeys: rekeys)
+        return Sealed(bytes: ok ? bytes : nil, rekeys: rekeys)
     }
 
     /// What `open` made of a frame.
@@ -102,27 +119,46 @@ struct RecordLayer {
         case forged
     }
 
-    /// Checks and opens a sealed frame with the receive key: decrypts an encrypted body; on
-    /// an unencrypted link checks the tag over header and clear body. Only an authentic frame
-    /// updates the replay window and the epoch.
+    /// Checks and opens a sealed frame with the receive key (the frame as a value: tests and
+    /// callers off the hot path). The same as `open(_:in:into:)` on its encoding.
     mutating func open(_ f: SealedFrame) -> Opened {
+        let bytes = f.encoded()
+        guard let located = try? LocatedSealedFrame(locating: bytes) else { return .forged }
+        var plain: [UInt8] = []
+        switch open(located, in: bytes, into: &plain) {
+        case let .opened(rekeys): return .plain(plain, rekeys: rekeys)
+        case .replayed: return .replayed
+        case .forged: return .forged
+        }
+    }
+
+    /// What `open(_:in:into:)` made of a frame; the plaintext is in the caller's buffer.
+    enum OpenedInto: Equatable {
+        case opened(rekeys: Int)
+        case replayed
+        case forged
+    }
+
+    /// Checks and opens the sealed frame `f` lying in `datagram` with the receive key: decrypts
+    /// an encrypted body straight from the datagram into `plain` (emptied, then as long as the
+    /// inner frame; its capacity is reused, so a buffer kept by the caller makes this allocate
+    /// nothing); on an unencrypted link checks the tag over header and clear body and copies
+    /// the clear body. Only an authentic frame updates the replay window and the epoch; after
+    /// a refusal `plain` holds nothing of value.
+    mutating func open(_ f: LocatedSealedFrame, in datagram: [UInt8], into plain: inout [UInt8]) -> OpenedInto {
         guard f.encrypted == encrypted else { return .forged }
         guard replay.wouldAccept(f.counter) else { return .replayed }
-        var ad = f.associatedData
-        var sealed = f.body
-        var clear: [UInt8] = []
-        if !encrypted {
-            clear = Array(f.body.dropLast(SealedFrame.minimumBody))
-            sealed = Array(f.body.suffix(SealedFrame.minimumBody))
-            ad += clear
-        }
+        guard f.bodyCount >= SealedFrame.minimumBody, f.end <= datagram.count,
+              f.bodyStart == LocatedSealedFrame.associatedLength else { return .forged }
         let epoch = f.counter / rekeyAfterFrames
-        var plain: [UInt8]?
         var rekeys = 0
+        var ok = false
         if epoch == receiveEpoch {
-            plain = try? receiveCipher.decrypt(nonce: f.counter, ad: ad, ciphertext: sealed)
+            ok = RecordLayer.open(f, datagram, with: receiveCipher, encrypted: encrypted, into: &plain)
         } else if epoch + 1 == receiveEpoch {
-            plain = try? previousReceiveCipher?.decrypt(nonce: f.counter, ad: ad, ciphertext: sealed)
+            if let previous = previousReceiveCipher {
+                ok = RecordLayer.open(f, datagram, with: previous, encrypted: encrypted, into: &plain)
+            }
         } else if epoch > receiveEpoch, epoch - receiveEpoch <= 8 {
             // Up to 8 epochs ahead: whole epochs can be lost (time-based rekey of a quiet link).
             var next = receiveCipher
@@ -131,16 +167,51 @@ struct RecordLayer {
                 previous = next
                 next.rekey()
             }
-            plain = try? next.decrypt(nonce: f.counter, ad: ad, ciphertext: sealed)
-            if plain != nil {
+            ok = RecordLayer.open(f, datagram, with: next, encrypted: encrypted, into: &plain)
+            if ok {
                 previousReceiveCipher = previous
                 receiveCipher = next
                 rekeys = Int(epoch - receiveEpoch)
                 receiveEpoch = epoch
             }
         }
-        guard let plain else { return .forged }
+        guard ok else { return .forged }
         replay.accept(f.counter)
-        return .plain(encrypted ? plain : clear, rekeys: rekeys)
+        return .opened(rekeys: rekeys)
     }
+
+    /// One AEAD check (and decryption) of `f` in `datagram` under `cipher`, into `plain`.
+    private static func open(_ f: LocatedSealedFrame, _ datagram: [UInt8], with cipher: CipherState, encrypted: Bool,
+                             into plain: inout [UInt8]) -> Bool {
+        let innerCount = f.bodyCount - SealedFrame.minimumBody
+        let tagStart = f.end - SealedFrame.minimumBody
+        plain.removeAll(keepingCapacity: true)
+        if encrypted {
+            plain.append(contentsOf: repeatElement(0, count: innerCount))
+        } else {
+            plain.append(contentsOf: datagram[f.bodyStart..<tagStart])
+        }
+        return datagram.withUnsafeBufferPointer { d in
+            plain.withUnsafeMutableBufferPointer { out in
+                let tag = UnsafeBufferPointer(rebasing: d[tagStart..<f.end])
+                if encrypted {
+                    return cipher.openDetached(nonce: f.counter, ad: UnsafeBufferPointer(rebasing: d[0..<f.bodyStart]),
+                                               ciphertext: UnsafeBufferPointer(rebasing: d[f.bodyStart..<tagStart]),
+                                               tag: tag, into: out)
+                }
+                return cipher.openDetached(nonce: f.counter, ad: UnsafeBufferPointer(rebasing: d[0..<tagStart]),
+                                           ciphertext: UnsafeBufferPointer(rebasing: d[0..<0]), tag: tag,
+                                           into: UnsafeMutableBufferPointer(rebasing: out[0..<0]))
+            }
+        }
+    }
+}
+
+/// An inner frame already encoded (`seal(_ plain: [UInt8], …)`): its bytes as they are.
+struct EncodedInner: WireCodable {
+    var bytes: [UInt8]
+    init(bytes: [UInt8]) { self.bytes = bytes }
+    init(parsing r: inout ByteReader) throws(WireError) { bytes = r.readRemaining() }
+    func encode(into w: inout ByteWriter) { w.writeBytes(bytes) }
+    var encodedLength: Int { bytes.count }
 }

@@ -367,6 +367,8 @@ public struct ReliableReceiver: Sendable {
     public private(set) var outOfWindowDrops = 0
     /// Payload bytes held out of order (waiting for a gap below them).
     public private(set) var bufferedBytes = 0
+    /// Whether fragments beyond a gap are held (an ack then carries SACK blocks: sent at once).
+    public var hasOutOfOrder: Bool { !buffer.isEmpty }
     /// Out-of-order fragments refused because `allowance` was spent (not acknowledged: resent later).
     public private(set) var bufferFullDrops = 0
 

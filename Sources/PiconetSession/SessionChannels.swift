@@ -12,18 +12,15 @@ import PiconetWire
 extension SessionMachine {
     /// Seals `message` on the link and sends it, if the link has its keys and the frame fits its path.
     mutating func seal(_ message: SealedMessage, link l: inout Link, now: Instant) {
-        sealEncoded(message.encoded(), type: message.type, link: &l, now: now)
+        seal(EncodedInner(bytes: message.encoded()), type: message.type, link: &l, now: now)
     }
 
-    /// The same for the per-message frames (data, acks): specialised per type, no enum on the hot path.
+    /// The same for the per-message frames (data, acks): specialised per type, no enum on the
+    /// hot path, and the inner frame is encoded straight into the datagram the record layer seals.
     mutating func seal<T: WireCodable>(_ inner: T, type: FrameType, link l: inout Link, now: Instant) {
-        sealEncoded(inner.encoded(), type: type, link: &l, now: now)
-    }
-
-    mutating func sealEncoded(_ plain: [UInt8], type: FrameType, link l: inout Link, now: Instant) {
         // Optional chaining works on the link's record layer in place (no copy of its window).
         let remoteIndex = l.remoteIndex
-        guard let sealed = l.record?.seal(plain, type: type, receiverIndex: remoteIndex, now: now) else { return }
+        guard let sealed = l.record?.seal(inner, type: type, receiverIndex: remoteIndex, now: now) else { return }
         statistics.rekeys += sealed.rekeys
         guard let bytes = sealed.bytes else { return }
         guard bytes.count <= l.datagramSize else {
@@ -52,21 +49,25 @@ extension SessionMachine {
     }
 
     /// One sealed frame; `path` is the largest datagram toward `address`.
-    mutating func handleSealed(_ f: SealedFrame, from address: EndpointAddress, path: Int, now: Instant) {
+    mutating func handleSealed(_ f: LocatedSealedFrame, in datagram: [UInt8], from address: EndpointAddress, path: Int,
+                               now: Instant) {
         let index = f.receiverIndex
         guard var l = table.take(index) else {
             statistics.unknownLinkDropped += 1
             return
         }
-        let plain: [UInt8]
-        switch l.record?.open(f) {
+        // The shared plaintext buffer, taken out of `self` while this frame is handled (a
+        // handler below may not reach it), and put back with its capacity afterwards.
+        var plain = openBuffer
+        openBuffer = []
+        defer { openBuffer = plain }
+        switch l.record?.open(f, in: datagram, into: &plain) {
         case nil:   // no keys yet: the handshake is not done
             table[index] = l
             statistics.unknownLinkDropped += 1
             return
-        case let .plain(p, rekeys)?:
+        case let .opened(rekeys)?:
             statistics.rekeys += rekeys
-            plain = p
         case .replayed?:
             statistics.replaysDropped += 1
             table[index] = l
@@ -148,7 +149,7 @@ extension SessionMachine {
         case let .resume(r):
             guard r.token == l.token else { break }
             l.channels.sender.resendAll(from: r.receiveNext, now: now)
-            seal(.ack(l.channels.receiver.acknowledgement), link: &l, now: now)
+            sendAcknowledgement(&l, now: now)
         case .invitation, .invitationReply, .close:
             break   // never hot: dispatched with the link in the table
         }
@@ -169,11 +170,14 @@ extension SessionMachine {
             if seq > l.channels.receiver.next {
                 allowance = max(0, configuration.maximumReceiveBuffered - table.receiveBuffered(except: l.index))
             }
+            // Only an in-order fragment with nothing buffered beyond it may wait for company.
+            var immediately = true
             switch l.channels.receiver.receive(seq: seq, index: index, count: count, payload: d.payload, allowance: allowance) {
             case let .delivered(messages):
                 for m in messages { emit(.received(m, from: peer, mode: .reliable)) }
+                immediately = seq > l.channels.receiver.next || l.channels.receiver.hasOutOfOrder
             case .duplicate:
-                statistics.duplicateFragments += 1
+                statistics.duplicateFragments += 1   // our ack may have been lost: at once
             case .outOfWindow:
                 break
             case .bufferFull:
@@ -185,9 +189,29 @@ extension SessionMachine {
                 ended(l)
                 return false
             }
-            seal(l.channels.receiver.acknowledgement, type: .ack, link: &l, now: now)
+            acknowledge(&l, immediately: immediately, now: now)
         }
         return true
+    }
+
+    /// Owes the peer an ack for one more reliable fragment: sends it now when `immediately`,
+    /// when `acknowledgeEvery` are owed, or with no delay configured; otherwise it goes out at
+    /// `ackDue` (the timer) or with the next fragment that completes the count.
+    mutating func acknowledge(_ l: inout Link, immediately: Bool, now: Instant) {
+        l.channels.acksOwed += 1
+        if immediately || l.channels.acksOwed >= configuration.acknowledgeEvery || configuration.acknowledgementDelay <= .zero {
+            sendAcknowledgement(&l, now: now)
+        } else if l.channels.ackDue == nil {
+            l.channels.ackDue = now + configuration.acknowledgementDelay
+        }
+    }
+
+    /// One ack frame covering everything received so far (cumulative and SACK blocks).
+    mutating func sendAcknowledgement(_ l: inout Link, now: Instant) {
+        l.channels.acksOwed = 0
+        l.channels.ackDue = nil
+        statistics.acknowledgementsSent += 1
+        seal(l.channels.receiver.acknowledgement, type: .ack, link: &l, now: now)
     }
 
     /// The peer closed the link (in the table): the invitation it carried ends, the peer leaves.

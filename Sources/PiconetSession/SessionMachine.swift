@@ -54,6 +54,9 @@ public struct SessionMachine {
     var nextInvitation: UInt32 = 1
     var admission: HandshakeAdmission
     var actions: [SessionAction] = []
+    /// Where the record layer puts an opened frame's plaintext: one buffer for every link,
+    /// its capacity reused (no array per received frame). Taken out while a frame is handled.
+    var openBuffer: [UInt8] = []
     public private(set) var isClosed = false
 
     /// The smallest datagram a session runs over: the largest handshake message (a 63-byte
@@ -151,7 +154,8 @@ public struct SessionMachine {
     public mutating func send(_ message: [UInt8], to peers: [PeerID], mode: SendMode,
                               now: Instant) throws(SessionError) -> (SendStatus, [SessionAction]) {
         guard !isClosed else { throw .closed }
-        var targets: [UInt32] = []
+        // Checked for every peer first (all or nothing), then sent: two lookups per peer
+        // rather than an array of targets per call.
         for p in peers {
             guard let i = table.linkIndex(of: p), let l = table[i] else { throw .notConnected(p) }
             if mode == .reliable, l.channels.sender.isStalled { throw .stalled }
@@ -160,20 +164,19 @@ public struct SessionMachine {
                 let limit = SessionMachine.unreliablePayload(l.datagramSize)
                 guard message.count <= limit else { throw .messageTooLarge(size: message.count, limit: limit) }
             }
-            targets.append(i)
         }
         switch mode {
         case .unreliable:
-            for i in targets {
-                guard var l = table.take(i) else { continue }
+            for p in peers {
+                guard let i = table.linkIndex(of: p), var l = table.take(i) else { continue }
                 sendUnreliable(message, link: &l, now: now)
                 table[i] = l
             }
             return (.sent, take())
         case .reliable:
             var status = SendStatus.sent
-            for i in targets {
-                guard var l = table.take(i) else { continue }
+            for p in peers {
+                guard let i = table.linkIndex(of: p), var l = table.take(i) else { continue }
                 do {
                     if try l.channels.sender.enqueue(message) == .stalled { status = .stalled }
                 } catch {
@@ -279,10 +282,18 @@ public struct SessionMachine {
         guard bytes.count <= configuration.maximumDatagramSize else { statistics.oversizeReceived += 1; return [] }
         // Parsed once here; handlers get typed packets and the path's limit as arguments.
         let path = min(configuration.maximumDatagramSize, datagramLimit ?? configuration.maximumDatagramSize)
-        switch try? SessionPacket(decoding: bytes) {
-        case let .handshake(f)?: handleHandshake(f, from: address, path: path, now: now)
-        case let .sealed(f)?: handleSealed(f, from: address, path: path, now: now)
-        case nil: statistics.malformedDropped += 1
+        // A sealed frame is only located (no copy of its body): the record layer opens it
+        // straight from `bytes`. Anything else is a handshake message or malformed.
+        do {
+            if let f = try LocatedSealedFrame(locating: bytes) {
+                handleSealed(f, in: bytes, from: address, path: path, now: now)
+            } else if case let .handshake(h) = try SessionPacket(decoding: bytes) {
+                handleHandshake(h, from: address, path: path, now: now)
+            } else {
+                statistics.malformedDropped += 1
+            }
+        } catch {
+            statistics.malformedDropped += 1
         }
         reconcile()
         return take()
@@ -339,6 +350,14 @@ public struct SessionMachine {
     mutating func ended(_ l: Link) {
         table.forget(l)
         if let p = l.peer { dirty.insert(p) }
+    }
+
+    /// Hands an emptied actions array back (the driver's, after it carried them out): the
+    /// next call's actions go into its storage, so a steady stream of datagrams allocates no
+    /// array per call. Kept only if the machine holds no storage of its own.
+    public mutating func recycle(_ spent: inout [SessionAction]) {
+        guard spent.isEmpty, actions.isEmpty, actions.capacity == 0 else { return }
+        swap(&actions, &spent)
     }
 
     mutating func take() -> [SessionAction] {

@@ -41,6 +41,50 @@ enum SessionPacket: WireCodable, Equatable {
     }
 }
 
+/// A sealed frame located in its datagram: the header's fields and where the body lies, not
+/// a copy of it. The hot path (`SessionMachine.received`) parses this instead of `SealedFrame`
+/// so the record layer opens the body straight from the receive buffer.
+///
+/// The same checks as `SealedFrame(parsing:)` followed by `expectEnd()`: a datagram this
+/// accepts is exactly one that `SessionPacket(decoding:)` parses as `.sealed`.
+struct LocatedSealedFrame: Equatable {
+    var type: FrameType
+    var encrypted: Bool
+    var receiverIndex: UInt32
+    var counter: UInt64
+    /// The body (ciphertext or clear bytes, then the 16-byte tag) is `bytes[bodyStart..<end]`.
+    var bodyStart: Int
+    var end: Int
+
+    /// What the AEAD authenticates besides the body: the header, receiver index and counter,
+    /// i.e. the datagram's first `associatedLength` bytes.
+    static let associatedLength = FrameHeader.length + SealedFrame.fixedLength
+
+    var bodyCount: Int { end - bodyStart }
+
+    /// Nil for a handshake datagram (the caller parses it as a `SessionPacket`).
+    init?(locating bytes: [UInt8]) throws(WireError) {
+        var r = ByteReader(bytes)
+        if try r.peekUInt8(at: 1) == FrameType.handshake.rawValue { return nil }
+        let header = try FrameHeader(parsing: &r)
+        guard header.type.rawValue >= FrameType.invitation.rawValue, header.type.rawValue <= 0x1F else {
+            throw .invalidValue(field: "frame type", reason: "\(header.type) is not a sealed session frame")
+        }
+        guard header.flags & ~SealedFrame.encryptedFlag == 0 else {
+            throw .invalidValue(field: "flags", reason: "unknown flag bits \(header.flags)")
+        }
+        var p = try r.readSubReader(Int(header.payloadLength))
+        type = header.type
+        encrypted = header.flags & SealedFrame.encryptedFlag != 0
+        receiverIndex = try p.readUInt32()
+        counter = try p.readUInt64()
+        try p.require(SealedFrame.minimumBody)
+        bodyStart = p.offset
+        end = p.end
+        try r.expectEnd()
+    }
+}
+
 /// The inner frame of a sealed frame, typed: parsed once after the record layer opened the
 /// body, from the body and the outer header's type (inner frames carry no header of their own).
 enum SealedMessage: Equatable {

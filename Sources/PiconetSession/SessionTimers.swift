@@ -39,6 +39,7 @@ extension SessionMachine {
                     consider(l.liveness.lastHeard + configuration.lostTimeout + configuration.resumeWindow)
                 } else {
                     consider(l.channels.sender.nextDeadline)
+                    consider(l.channels.ackDue)
                     consider(l.liveness.lastSent + configuration.keepAliveInterval)
                     consider(l.liveness.lastHeard + configuration.lostTimeout)
                 }
@@ -109,6 +110,7 @@ extension SessionMachine {
             }
             return true
         }
+        if let due = l.channels.ackDue, due <= now { sendAcknowledgement(&l, now: now) }
         flush(&l, now: now)
         if now - l.liveness.lastSent >= configuration.keepAliveInterval {
             seal(.keepAlive(KeepAliveFrame(isReply: false)), link: &l, now: now)

@@ -135,6 +135,13 @@ public struct SessionConfiguration: Sendable, Equatable {
     /// endpoint reports for its address (`received(_:from:at:datagramLimit:)`).
     public var maximumDatagramSize = 1472
     public var keepAliveInterval: Duration = .seconds(1)
+    /// Acknowledgements are coalesced (TCP's delayed ack, RFC 1122 4.2.3.2): in-order reliable
+    /// fragments are acknowledged by one ack frame per `acknowledgeEvery` of them, or once
+    /// `acknowledgementDelay` passed since the first one left unacknowledged, whichever comes
+    /// first. Anything out of order, duplicated or refused is acknowledged at once (the SACK
+    /// blocks drive the sender's fast retransmission). `.zero` or 1: an ack per fragment.
+    public var acknowledgementDelay: Duration = .milliseconds(2)
+    public var acknowledgeEvery = 4
     /// Silence after which a connected peer is reported `connecting` (vanished peer detected within 5 s).
     public var lostTimeout: Duration = .seconds(3)
     /// How long a lost peer's state is kept for it to come back into the same session.
@@ -216,6 +223,8 @@ public struct SessionStatistics: Sendable, Equatable {
     public var halfOpenExpired = 0
     public var protocolViolations = 0
     public var retransmissions = 0
+    /// Ack frames sent (with `acknowledgeEvery` > 1, fewer than the reliable fragments received).
+    public var acknowledgementsSent = 0
     public var rekeys = 0
     public var resumes = 0
     /// Sealed frames not sent because they exceed their link's datagram size (should stay 0).

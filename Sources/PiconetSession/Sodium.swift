@@ -151,6 +151,39 @@ enum Sodium {
         return out
     }
 
+    /// Encrypts `messageLength` bytes at `message` in place (libsodium allows the ciphertext to
+    /// overwrite the plaintext exactly) and writes the 16-byte tag at `tag`, authenticating
+    /// `adLength` bytes at `ad` too. The record layer seals a datagram in the one buffer it is
+    /// sent from: no array per frame. False only if libsodium refused (never under 2^38 bytes).
+    static func sealInPlace(key: SecretBytes, nonce: UInt64, ad: UnsafePointer<UInt8>, adLength: Int,
+                            message: UnsafeMutablePointer<UInt8>, messageLength: Int, tag: UnsafeMutablePointer<UInt8>) -> Bool {
+        start()
+        var tagLength: UInt64 = 0
+        let rc = key.withPointer { k in
+            withNonce(nonce) { npub in
+                crypto_aead_chacha20poly1305_ietf_encrypt_detached(message, tag, &tagLength, message, UInt64(messageLength),
+                                                                   ad, UInt64(adLength), nil, npub, k)
+            }
+        }
+        return rc == 0 && tagLength == UInt64(Sodium.tagLength)
+    }
+
+    /// Checks the 16-byte `tag` over `ciphertext` and `ad` and, only if it holds, decrypts into
+    /// `out` (`ciphertextLength` bytes; may be `ciphertext` itself). False for a wrong key, nonce
+    /// or `ad`, or tampered bytes: then `out` is left as libsodium left it (not plaintext).
+    static func openDetached(key: SecretBytes, nonce: UInt64, ad: UnsafePointer<UInt8>, adLength: Int,
+                             ciphertext: UnsafePointer<UInt8>, ciphertextLength: Int, tag: UnsafePointer<UInt8>,
+                             into out: UnsafeMutablePointer<UInt8>) -> Bool {
+        start()
+        let rc = key.withPointer { k in
+            withNonce(nonce) { npub in
+                crypto_aead_chacha20poly1305_ietf_decrypt_detached(out, nil, ciphertext, UInt64(ciphertextLength), tag,
+                                                                   ad, UInt64(adLength), npub, k)
+            }
+        }
+        return rc == 0
+    }
+
     // MARK: Randomness and wiping
 
     /// `count` bytes from the kernel's generator (getrandom), into `out`.

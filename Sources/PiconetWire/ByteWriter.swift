@@ -16,6 +16,14 @@ public struct ByteWriter {
     /// (a hot loop then allocates nothing per message).
     public mutating func removeAll() { bytes.removeAll(keepingCapacity: true) }
 
+    /// The bytes written, leaving the writer empty: the caller holds the only reference, so
+    /// it can change them in place (the record layer encrypts a sealed frame where it lies)
+    /// without a copy-on-write copy.
+    public mutating func takeBytes() -> [UInt8] {
+        defer { bytes = [] }
+        return bytes
+    }
+
     public mutating func writeUInt8(_ v: UInt8) { bytes.append(v) }
 
     public mutating func writeUInt16(_ v: UInt16) {

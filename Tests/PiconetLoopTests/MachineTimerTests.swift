@@ -101,4 +101,23 @@ import Testing
         loop.advance(by: .milliseconds(10))
         #expect(d.machine.fired == [Self.at(5)])
     }
+
+    @Test func rearmsOnlyEarlierKeepsTheArmedTimerForLaterDeadlines() {
+        let loop = VirtualLoop()
+        let d = Driver(Countdown(pending: [Self.at(100)]), loop: loop)
+        d.timer.rearmsOnlyEarlier = true
+        d.rearm()
+        for ms in stride(from: 110, through: 200, by: 10) { d.input { $0.pending = [Self.at(Int64(ms))] } }  // moves later each time
+        #expect(d.timer.armed == 1, "no re-arm for a later deadline")
+        #expect(loop.nextDeadline == Self.at(100))
+        d.input { $0.pending = [Self.at(50)] }   // earlier: re-armed at once
+        #expect(d.timer.armed == 2)
+        #expect(loop.nextDeadline == Self.at(50))
+        d.input { $0.pending = [Self.at(200)] }
+        loop.advance(by: .seconds(1))
+        // The early firing at 50 found nothing due and armed 200, where the machine fired.
+        #expect(d.machine.fired == [Self.at(200)])
+        #expect(loop.wakeUps == 2)
+        #expect(loop.pendingTimers == 0)
+    }
 }

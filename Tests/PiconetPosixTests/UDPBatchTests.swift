@@ -204,6 +204,40 @@ import Testing
         sender.close()
     }
 
+    @Test func withFirstSendOfTurnDirectTheFirstLeavesAtOnceAndTheRestInOneSendmmsg() throws {
+        let loop = try EpollLoop()
+        var options = UDPEndpoint.Options()
+        options.coalesceSends = true
+        options.firstSendOfTurnDirect = true
+        let receiver = try UDPEndpoint(loop: loop, bindTo: .loopback(port: 0))
+        let sender = try UDPEndpoint(loop: loop, bindTo: .loopback(port: 0), options: options)
+        var got: [[UInt8]] = []
+        receiver.onDatagram = { d in
+            got.append(d.bytes)
+            if got.count == 11 { loop.stop() }
+        }
+        let messages = (0..<10).map { message(sender: 1, $0) }
+        let mock = SyscallMock()
+        SyscallMock.$current.withValue(mock) {
+            _ = loop.schedule(after: .zero) {
+                for m in messages { #expect((try? sender.send(m, to: receiver.localAddress)) == .sent) }
+                #expect(mock.calls(named: "sendto").count == 1, "the turn's first datagram left at once")
+                #expect(mock.calls(named: "sendmmsg").isEmpty, "the others wait for the end of the callback")
+                // A later turn: its first datagram leaves at once again.
+                _ = loop.schedule(after: .milliseconds(1)) {
+                    #expect((try? sender.send([7], to: receiver.localAddress)) == .sent)
+                    #expect(mock.calls(named: "sendto").count == 2)
+                }
+            }
+            runLoop(loop)
+        }
+        #expect(got == messages + [[7]])
+        #expect(mock.calls(named: "sendmmsg").map { $0.arguments[1] } == [9])
+        #expect(sender.statistics.sent == 11 && sender.statistics.sendBatches == 1)
+        receiver.close()
+        sender.close()
+    }
+
     @Test func aCoalescedFlushThatMeetsEagainCountsTheDropAndStallsUntilWritable() throws {
         let loop = try EpollLoop()
         var options = UDPEndpoint.Options()

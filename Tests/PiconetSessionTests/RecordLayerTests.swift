@@ -133,4 +133,43 @@ import Testing
         for i in 0..<10 { f = try RecordLayerTests.frame(a.seal([UInt8(i)], type: .data, receiverIndex: 1, now: RecordLayerTests.t0).bytes) }
         #expect(b.open(try #require(f)) == .forged, "epoch 9 from 0: beyond the 8 the receiver will step")
     }
+    /// The in-place seal writes exactly the bytes of the former construction (body sealed into
+    /// a new array by `CipherState.encrypt`, then the frame encoded): peers of either build agree.
+    @Test func inPlaceSealMatchesTheArrayConstruction() throws {
+        for encrypted in [true, false] {
+            var (a, _) = RecordLayerTests.pair(encrypted: encrypted)
+            let plain: [UInt8] = Array(0..<100)
+            let bytes = try #require(a.seal(plain, type: .data, receiverIndex: 9, now: RecordLayerTests.t0).bytes)
+            var expected = SealedFrame(type: .data, encrypted: encrypted, receiverIndex: 9, counter: 0,
+                                       body: [UInt8](repeating: 0, count: plain.count + 16))
+            let cipher = CipherState(key: RecordLayerTests.k1)
+            if encrypted {
+                expected.body = try cipher.encrypt(nonce: 0, ad: expected.associatedData, plaintext: plain)
+            } else {
+                expected.body = plain + (try cipher.encrypt(nonce: 0, ad: expected.associatedData + plain, plaintext: []))
+            }
+            #expect(bytes == expected.encoded(), "encrypted: \(encrypted)")
+        }
+    }
+
+    /// Opening into one reused buffer: a short frame after a long one reads back exactly, a
+    /// refused frame leaves the window alone, and the buffer's storage is reused (no growth).
+    @Test func openIntoAReusedBuffer() throws {
+        for encrypted in [true, false] {
+            var (a, b) = RecordLayerTests.pair(encrypted: encrypted)
+            let long = try #require(a.seal([UInt8](repeating: 7, count: 300), type: .data, receiverIndex: 1, now: RecordLayerTests.t0).bytes)
+            let short = try #require(a.seal([1, 2, 3], type: .data, receiverIndex: 1, now: RecordLayerTests.t0).bytes)
+            var buffer: [UInt8] = []
+            #expect(b.open(try #require(try LocatedSealedFrame(locating: long)), in: long, into: &buffer) == .opened(rekeys: 0))
+            #expect(buffer == [UInt8](repeating: 7, count: 300))
+            let capacity = buffer.capacity
+            var tampered = short
+            tampered[tampered.count - 1] ^= 1
+            #expect(b.open(try #require(try LocatedSealedFrame(locating: tampered)), in: tampered, into: &buffer) == .forged)
+            #expect(b.open(try #require(try LocatedSealedFrame(locating: short)), in: short, into: &buffer) == .opened(rekeys: 0))
+            #expect(buffer == [1, 2, 3])
+            #expect(buffer.capacity == capacity, "the same storage")
+            #expect(b.open(try #require(try LocatedSealedFrame(locating: short)), in: short, into: &buffer) == .replayed)
+        }
+    }
 }

@@ -162,3 +162,54 @@ import Testing
         #expect(s.retransmissions > 0)
     }
 }
+
+/// Coalesced acknowledgements (`acknowledgeEvery`, `acknowledgementDelay`) on two machines.
+@Suite struct AckCoalescingTests {
+    /// Delivers every datagram of `actions` to `to`, returning what it answered.
+    static func deliver(_ actions: [SessionAction], to m: inout SessionMachine, from: EndpointAddress, at now: Instant) -> [SessionAction] {
+        var out: [SessionAction] = []
+        for case let .send(bytes, _) in actions { out += m.received(bytes, from: from, at: now) }
+        return out
+    }
+
+    static func sends(_ actions: [SessionAction]) -> Int {
+        actions.filter { if case .send = $0 { return true } else { return false } }.count
+    }
+
+    @Test func inOrderFragmentsShareOneAckAndALoneOneWaitsForTheDelay() throws {
+        var p = MachinePair()
+        try p.connect()
+        let ackEvery = p.b.configuration.acknowledgeEvery
+        #expect(ackEvery > 1)
+        let acksBefore = p.b.statistics.acknowledgementsSent
+        var answers: [SessionAction] = []
+        for i in 0..<(ackEvery * 3) {
+            let (_, sent) = try p.a.send([UInt8(i)], to: [p.b.identity.peerID], mode: .reliable, now: p.now)
+            answers += AckCoalescingTests.deliver(sent, to: &p.b, from: p.addressA, at: p.now)
+        }
+        #expect(p.b.statistics.acknowledgementsSent - acksBefore == 3, "one ack per \(ackEvery) in-order fragments")
+        #expect(AckCoalescingTests.sends(answers) == 3)
+        _ = AckCoalescingTests.deliver(answers, to: &p.a, from: p.addressB, at: p.now)
+        #expect(p.a.unacknowledgedFragments(to: p.b.identity.peerID) == 0, "the coalesced acks covered all")
+        // One more: no ack yet; the timer sends it after the delay (and the deadline says so).
+        let (_, sent) = try p.a.send([9], to: [p.b.identity.peerID], mode: .reliable, now: p.now)
+        #expect(AckCoalescingTests.sends(AckCoalescingTests.deliver(sent, to: &p.b, from: p.addressA, at: p.now)) == 0)
+        let due = p.now + p.b.configuration.acknowledgementDelay
+        #expect(try #require(p.b.nextDeadline) <= due)
+        let late = p.b.timerFired(at: due)
+        #expect(AckCoalescingTests.sends(late) == 1)
+        _ = AckCoalescingTests.deliver(late, to: &p.a, from: p.addressB, at: due)
+        #expect(p.a.unacknowledgedFragments(to: p.b.identity.peerID) == 0)
+    }
+
+    @Test func aGapIsAcknowledgedAtOnceWithItsSackBlock() throws {
+        var p = MachinePair()
+        try p.connect()
+        let (_, first) = try p.a.send([1], to: [p.b.identity.peerID], mode: .reliable, now: p.now)
+        let (_, second) = try p.a.send([2], to: [p.b.identity.peerID], mode: .reliable, now: p.now)
+        // The first is lost: the second arrives beyond a gap and is acknowledged at once.
+        let answer = AckCoalescingTests.deliver(second, to: &p.b, from: p.addressA, at: p.now)
+        #expect(AckCoalescingTests.sends(answer) == 1)
+        #expect(!first.isEmpty)
+    }
+}

@@ -83,3 +83,46 @@ import Testing
         #expect(throws: WireError.self) { _ = try SealedMessage(type: .handshake, decoding: [1]) }
     }
 }
+
+/// The hot path's `LocatedSealedFrame` accepts exactly the datagrams `SessionPacket` parses as
+/// `.sealed`, with the same fields, and locates the body without copying it.
+@Suite struct LocatedSealedFrameTests {
+    @Test func locatesWhatSessionPacketParsesAndRefusesTheRest() throws {
+        let f = SessionPacketTests.sealed
+        let bytes = f.encoded()
+        let located = try #require(try LocatedSealedFrame(locating: bytes))
+        #expect(located.type == f.type && located.encrypted == f.encrypted)
+        #expect(located.receiverIndex == f.receiverIndex && located.counter == f.counter)
+        #expect(Array(bytes[located.bodyStart..<located.end]) == f.body)
+        #expect(located.bodyStart == LocatedSealedFrame.associatedLength)
+        #expect(try LocatedSealedFrame(locating: SessionPacket.handshake(SessionPacketTests.handshake).encoded()) == nil,
+                "a handshake is left to SessionPacket")
+        var trailing = bytes
+        trailing.append(0)
+        #expect(throws: WireError.self) { _ = try LocatedSealedFrame(locating: trailing) }
+        // Thousands of mutated and random buffers: the two parsers agree on every one.
+        var disagreements = 0
+        var accepted = 0
+        _ = WireChecks.randomBuffers(count: 10_000, seed: 23, mutating: [bytes]) { b in
+            let packet = try? SessionPacket(decoding: b)
+            // (threw, located): `try?` would fold "threw" and "a handshake" into one nil.
+            var threw = false
+            var l: LocatedSealedFrame?
+            do { l = try LocatedSealedFrame(locating: b) } catch { threw = true }
+            switch (packet, l) {
+            case let (.sealed(s)?, l?):
+                accepted += 1
+                if s.type != l.type || s.encrypted != l.encrypted || s.receiverIndex != l.receiverIndex
+                    || s.counter != l.counter || Array(b[l.bodyStart..<l.end]) != s.body { disagreements += 1 }
+            case (.handshake?, nil):
+                if threw { disagreements += 1 }   // a handshake is left to SessionPacket, not refused
+            case (nil, nil):
+                break   // refused by both, or a cut handshake SessionPacket refuses
+            default:
+                disagreements += 1
+            }
+        }
+        #expect(disagreements == 0)
+        #expect(accepted > 0, "some mutated frames still parse (the flips missed the header)")
+    }
+}

@@ -152,7 +152,9 @@ func unkeyedChecksum(_ ad: [UInt8], _ plain: [UInt8]) -> [UInt8] {
         let roamed = EndpointAddress.memory(node: 9, port: 4242) // e.g. a new port after a Wi-Fi blip
         let actions = p.b.received(frame, from: roamed, at: p.now)
         #expect(p.deliveries(actions) == [[4]])
-        let destinations = actions.compactMap { if case let .send(_, to) = $0 { return to } else { return nil } }
+        // The ack is delayed (coalesced): it leaves when the machine's timer fires.
+        let acked = p.b.timerFired(at: p.now + p.b.configuration.acknowledgementDelay)
+        let destinations = (actions + acked).compactMap { if case let .send(_, to) = $0 { return to } else { return nil } }
         #expect(!destinations.isEmpty && destinations.allSatisfy { $0 == roamed }, "replies follow the peer")
         // A forged frame from yet another address does not move it.
         var forged = frame
