@@ -71,6 +71,14 @@ arm64_libc() {
   _fetch_unpacked arm64 "$1" "$PICONET_CACHE/libc-$1-arm64" libc6 libgcc-s1
 }
 
+# arm64_hub_runtime SUITE: what the hub needs at run time on SUITE: glibc and libmosquitto1
+# (the MQTT export; Debian ships no static libmosquitto) with its OpenSSL (trixie renamed the
+# package libssl3t64). That is what `apt install libmosquitto1` puts on a Pi.
+arm64_hub_runtime() {
+  local ssl=libssl3; [ "$1" = bookworm ] || ssl=libssl3t64
+  _fetch_unpacked arm64 "$1" "$PICONET_CACHE/hubrun-$1-arm64" libc6 libgcc-s1 libmosquitto1 "$ssl"
+}
+
 aarch64_qemu() {
   local dir; dir=$(_fetch_unpacked amd64 trixie "$PICONET_CACHE/qemu-trixie" qemu-user) || return 1
   printf '%s/usr/bin/qemu-aarch64\n' "$dir"
@@ -137,7 +145,7 @@ hub_sysroot_arm64() {
   _fetch_unpacked arm64 bookworm "$PICONET_CACHE/hubroot-bookworm-arm64" \
     libc6 libc6-dev libgcc-12-dev libgcc-s1 linux-libc-dev libstdc++-12-dev libstdc++6 \
     libsqlite3-dev libsqlite3-0 libsodium-dev libsodium23 libgpiod-dev libgpiod2 \
-    libbluetooth-dev libbluetooth3 zlib1g zlib1g-dev
+    libbluetooth-dev libbluetooth3 zlib1g zlib1g-dev libmosquitto-dev libmosquitto1 libssl3
 }
 
 # swift_chroot: prints the sid amd64 root with swiftlang (the version swiftlang_version names).
@@ -163,6 +171,10 @@ swift_chroot() {
 # cached folders) and adjusts the sysroot (below).
 aarch64_swift_sdk() {
   local sysroot swiftlang; sysroot=$(hub_sysroot_arm64) || return 1; swiftlang=$(swiftlang_arm64) || return 1
+  # The SDK names the sysroot by one stable link, not its keyed folder: a package update (a new
+  # key) then changes headers and libraries, which SwiftPM tracks, but not every compile command,
+  # which would recompile the whole cached scratch (~30 min) for a path alone.
+  ln -sfn "$sysroot" "$PICONET_CACHE/hubroot-bookworm-arm64.current"; sysroot=$PICONET_CACHE/hubroot-bookworm-arm64.current
   local dir="$PICONET_CACHE/swift-sdk-aarch64" lib="$sysroot/usr/lib/aarch64-linux-gnu"
   local bundle="$dir/$PICONET_SWIFT_SDK_NAME.artifactbundle" sdk
   sdk="$bundle/$PICONET_SWIFT_SDK_NAME"
