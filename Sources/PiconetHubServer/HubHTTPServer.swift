@@ -13,6 +13,7 @@ import Synchronization
 /// - `GET /api/snapshot` — the whole snapshot (hub counters, nodes with series): the page's first paint
 /// - `GET /api/nodes` — every node's aggregates (no series)
 /// - `GET /api/nodes/{id}/series?window=10s|60s|session` — one node's recent series
+/// - `GET /api/stats` — the hub's counters, every drop counter (`HubInfo.drops`) and the HTTP refusals
 /// - `GET /metrics` — Prometheus text format
 /// - `GET /healthz` — `ok`
 ///
@@ -44,6 +45,16 @@ public struct HubHTTPServer: Sendable {
         router.get("/healthz") { _, _ in "ok" }
         router.get("/api/snapshot") { _, _ in jsonResponse(feed.snapshot.json) }
         router.get("/api/nodes") { _, _ in jsonResponse(.array(feed.snapshot.nodes.map(\.withoutSeries.json))) }
+        let refusals = self.access
+        router.get("/api/stats") { _, _ in
+            let http = refusals.refusals
+            var o = JSONObject()
+            o["hub"] = feed.snapshot.hub.json
+            o["drops"] = feed.snapshot.hub.dropsJSON
+            o["http"] = .object({ var h = JSONObject(); h["misdirected"] = .integer(Int64(http.misdirected))
+                                  h["unauthorized"] = .integer(Int64(http.unauthorized)); return h }())
+            return jsonResponse(.object(o))
+        }
         router.get("/api/nodes/:id/series") { request, context in
             let id = try context.parameters.require("id")
             guard let node = feed.snapshot.nodes.first(where: { $0.id == id }) else {

@@ -35,6 +35,11 @@ public struct HubInfo: Sendable, Codable, Equatable {
     public var forgottenNodesTotal: UInt64 = 0
     /// Discovery records and `ask` questions not kept because the hub's tables were full.
     public var discoveryDroppedTotal: UInt64 = 0
+    /// Everything a stranger's traffic made the hub drop or refuse, by counter name (the
+    /// session's and the mDNS browser's statistics: malformed frames, failed authentication,
+    /// throttled handshakes, oversized datagrams, full caches...). What `/api/stats` serves, so
+    /// a flood shows up as counters that rose rather than as silence.
+    public var drops: [String: UInt64] = [:]
 
     public init(name: String = "hub", messagesTotal: UInt64 = 0, rejectedTotal: UInt64 = 0,
                 storeHealthy: Bool = true, storeMessage: String? = nil) {
