@@ -96,13 +96,22 @@ public struct HubHTTPServer: Sendable {
         return router
     }
 
+    /// Seconds a connection may sit idle or half-sent before the server closes it.
+    public static let idleTimeoutSeconds = 10
+
     /// Serves on `host:port` until the surrounding task is cancelled.
     public func run(host: String, port: Int) async throws {
         // Hummingbird logs a cancelled server (our orderly shutdown) as an error: keep its
         // logger to warnings and worse, and say ourselves where we listen.
         var logger = Logger(label: "piconet-hub.http")
         logger.logLevel = .critical
+        // idleTimeout: a connection that sends nothing, or stops in the middle of a request (a
+        // 1 MB header the server stops reading), is closed after `idleTimeout`; without it the
+        // flood stage saw such connections held open for good (descriptors 25 → 74). An event
+        // stream being written is not idle-closed (Hummingbird only closes between requests or
+        // mid-request).
         let app = Application(router: makeRouter(),
+                              server: .http1(configuration: .init(idleTimeout: .seconds(Int64(Self.idleTimeoutSeconds)))),
                               configuration: .init(address: .hostname(host, port: port), serverName: "piconet-hub"),
                               logger: logger)
         try await app.run()
