@@ -239,6 +239,7 @@ if Context.environment["PICONET_FUZZ"] == "1" {
     package.targets.append(
         .executableTarget(name: "piconet-fuzz",
                           dependencies: ["PiconetWire", "PiconetLoop", "PiconetDiscovery", "PiconetSession", "PiconetSensors",
-                                         "PiconetHub", "PiconetRuntime"],
+                                         "PiconetHub", "PiconetRuntime", "PiconetHubServer",
+                                         .product(name: "HummingbirdCore", package: "hummingbird")],
                           swiftSettings: swift6))
 }

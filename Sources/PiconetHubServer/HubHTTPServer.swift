@@ -13,6 +13,7 @@ import Synchronization
 /// - `GET /api/snapshot` — the whole snapshot (hub counters, nodes with series): the page's first paint
 /// - `GET /api/nodes` — every node's aggregates (no series)
 /// - `GET /api/nodes/{id}/series?window=10s|60s|session` — one node's recent series
+/// - `GET /api/stats` — the hub's counters, every drop counter (`HubInfo.drops`) and the HTTP refusals
 /// - `GET /metrics` — Prometheus text format
 /// - `GET /healthz` — `ok`
 ///
@@ -44,6 +45,16 @@ public struct HubHTTPServer: Sendable {
         router.get("/healthz") { _, _ in "ok" }
         router.get("/api/snapshot") { _, _ in jsonResponse(feed.snapshot.json) }
         router.get("/api/nodes") { _, _ in jsonResponse(.array(feed.snapshot.nodes.map(\.withoutSeries.json))) }
+        let refusals = self.access
+        router.get("/api/stats") { _, _ in
+            let http = refusals.refusals
+            var o = JSONObject()
+            o["hub"] = feed.snapshot.hub.json
+            o["drops"] = feed.snapshot.hub.dropsJSON
+            o["http"] = .object({ var h = JSONObject(); h["misdirected"] = .integer(Int64(http.misdirected))
+                                  h["unauthorized"] = .integer(Int64(http.unauthorized)); return h }())
+            return jsonResponse(.object(o))
+        }
         router.get("/api/nodes/:id/series") { request, context in
             let id = try context.parameters.require("id")
             guard let node = feed.snapshot.nodes.first(where: { $0.id == id }) else {
@@ -85,13 +96,22 @@ public struct HubHTTPServer: Sendable {
         return router
     }
 
+    /// Seconds a connection may sit idle or half-sent before the server closes it.
+    public static let idleTimeoutSeconds = 10
+
     /// Serves on `host:port` until the surrounding task is cancelled.
     public func run(host: String, port: Int) async throws {
         // Hummingbird logs a cancelled server (our orderly shutdown) as an error: keep its
         // logger to warnings and worse, and say ourselves where we listen.
         var logger = Logger(label: "piconet-hub.http")
         logger.logLevel = .critical
+        // idleTimeout: a connection that sends nothing, or stops in the middle of a request (a
+        // 1 MB header the server stops reading), is closed after `idleTimeout`; without it the
+        // flood stage saw such connections held open for good (descriptors 25 → 74). An event
+        // stream being written is not idle-closed (Hummingbird only closes between requests or
+        // mid-request).
         let app = Application(router: makeRouter(),
+                              server: .http1(configuration: .init(idleTimeout: .seconds(Int64(Self.idleTimeoutSeconds)))),
                               configuration: .init(address: .hostname(host, port: port), serverName: "piconet-hub"),
                               logger: logger)
         try await app.run()

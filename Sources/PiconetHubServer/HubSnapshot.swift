@@ -37,6 +37,11 @@ public struct HubInfo: Sendable, Codable, Equatable {
     public var discoveryDroppedTotal: UInt64 = 0
     /// The MQTT export (`--mqtt`), nil without it.
     public var mqtt: HubMQTTInfo?
+    /// Everything a stranger's traffic made the hub drop or refuse, by counter name (the
+    /// session's and the mDNS browser's statistics: malformed frames, failed authentication,
+    /// throttled handshakes, oversized datagrams, full caches...). What `/api/stats` serves, so
+    /// a flood shows up as counters that rose rather than as silence.
+    public var drops: [String: UInt64] = [:]
 
     public init(name: String = "hub", messagesTotal: UInt64 = 0, rejectedTotal: UInt64 = 0,
                 storeHealthy: Bool = true, storeMessage: String? = nil) {

@@ -30,7 +30,15 @@ extension HubInfo {
         .sorted(["name": .string(name), "messagesTotal": count(messagesTotal), "rejectedTotal": count(rejectedTotal),
                  "storeHealthy": .bool(storeHealthy), "storeMessage": string(storeMessage),
                  "unexpectedPeersTotal": count(unexpectedPeersTotal), "forgottenNodesTotal": count(forgottenNodesTotal),
-                 "discoveryDroppedTotal": count(discoveryDroppedTotal), "mqtt": mqtt?.json])
+                 "discoveryDroppedTotal": count(discoveryDroppedTotal),
+                 "drops": dropsJSON, "mqtt": mqtt?.json])
+    }
+
+    /// `drops` as an object, keys in sorted order.
+    public var dropsJSON: JSON {
+        var o = JSONObject()
+        for (key, value) in drops.sorted(by: { $0.key < $1.key }) { o[key] = count(value) }
+        return .object(o)
     }
 }
 

@@ -54,7 +54,10 @@ public enum SecretFile {
         }
         let got: Int
         do { got = try read.get() } catch { throw .io(path: path, error) }
-        return Array(out[0..<got])
+        // Shortened in place, never copied: a copy would leave the key's bytes behind in a
+        // freed buffer that no caller can wipe.
+        if got < out.count { out.removeLast(out.count - got) }
+        return out
     }
 
     /// The temporary file `write` creates next to `path` before renaming it into place.

@@ -71,13 +71,18 @@ public enum SessionIdentityFile {
     /// Loads the key at `path`, creating a fresh one (mode 0600) on first run.
     /// A group- or world-readable key file is refused: whoever reads it can impersonate this board.
     public static func loadOrCreate(path: String, displayName: String) throws(SessionRuntimeError) -> PeerIdentity {
-        let bytes: [UInt8]
+        // The arrays that carry the private key to and from the file are wiped (sodium_memzero)
+        // once the key lives in its own SecretBytes: a freed array keeps its bytes in the heap.
+        var bytes: [UInt8]
         do { bytes = try SecretFile.read(path, limit: 4096) } catch {
             guard case let .notFound(p) = error else { throw .keyFile(error) }
             let key = NoiseKeyPair()
-            do { try SecretFile.write(p, key.privateKeyBytes) } catch { throw .keyFile(error) }
+            var raw = key.privateKeyBytes
+            defer { NoiseKeyPair.wipe(&raw) }
+            do { try SecretFile.write(p, raw) } catch { throw .keyFile(error) }
             return PeerIdentity(displayName: displayName, keyPair: key)
         }
+        defer { NoiseKeyPair.wipe(&bytes) }
         guard bytes.count == 32, let key = try? NoiseKeyPair(privateKeyBytes: bytes) else {
             throw .malformedKey(path: path, length: bytes.count)
         }

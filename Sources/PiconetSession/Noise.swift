@@ -241,8 +241,14 @@ public struct NoiseKeyPair: Sendable {
         publicKey = p
     }
 
-    /// The raw 32 private bytes, for persistence by the runtime (file mode 0600).
+    /// The raw 32 private bytes, for persistence by the runtime (file mode 0600). The caller
+    /// owns this copy: wipe it (`NoiseKeyPair.wipe`) once written.
     public var privateKeyBytes: [UInt8] { secret.bytes }
+
+    /// Overwrites an array that held private key bytes (read from or written to a key file)
+    /// with zeros, with `sodium_memzero` so the optimizer cannot drop the stores: a freed
+    /// array is otherwise left in the heap as it was.
+    public static func wipe(_ bytes: inout [UInt8]) { Sodium.wipe(&bytes) }
 
     /// The X25519 shared secret with `remotePublic`. A low-order point (whose "shared" secret
     /// anyone knows) is refused: libsodium returns -1 for those and for an all-zero result.

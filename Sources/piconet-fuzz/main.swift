@@ -10,6 +10,11 @@
 //   - wire values: what parses re-encodes to bytes that parse to the same value
 //     (decode ∘ encode = id on everything the parser accepts);
 //   - ATT PDUs likewise (a value runs to the end of a PDU: a prefix may be another valid PDU);
+//   - the hub's HTTP edge (target http): the request target parsed as Hummingbird parses it
+//     for the routes, then HubHTTPAccess (Host, bearer, cookie, ?token=) and the series
+//     window; a request is let through only when it carries the token where one is needed,
+//     and a Host the hub is not known by is always refused. (The request line and header
+//     framing are SwiftNIO's llhttp, fuzzed upstream; Hummingbird caps the request size.)
 //   - machines (session, mDNS responder and browser, hub aggregator): any datagram
 //     sequence is taken without a trap, and their tables stay within their bounds.
 //
@@ -17,7 +22,9 @@
 // corpus per target (valid encodings of the values the golden-byte tests use) to DIR/NAME/,
 // for each target that has no such folder yet.
 @testable import PiconetDiscovery
+import HummingbirdCore
 import PiconetHub
+@testable import PiconetHubServer
 import PiconetLoop
 import PiconetPosix
 import PiconetRuntime
@@ -79,6 +86,51 @@ let sessionIdentity = PeerIdentity(displayName: "fuzz", keyPair: key(7))
 struct Target {
     let name: String
     let run: ([UInt8]) -> Void
+}
+
+// The HTTP edge: a hub bound to the LAN (token for every read) and one on loopback without a token.
+let httpToken = "s3cret-Token_0123456789abcdef"
+let lanAccess = HubHTTPAccess(token: httpToken, boundHost: "0.0.0.0", port: 8080, hosts: ["10.0.0.1", "hub.local"])
+let loopbackAccess = HubHTTPAccess(token: nil, boundHost: "127.0.0.1", port: 8080)
+
+/// One request from the fuzz input: lines METHOD, TARGET, HOST, AUTHORIZATION, COOKIE (a
+/// missing line is a missing header), each checked against what the hub may decide.
+func fuzzHTTP(_ bytes: [UInt8]) {
+    let fields = bytes.split(separator: 0x0A, maxSplits: 4, omittingEmptySubsequences: false)
+        .map { String(decoding: $0, as: UTF8.self) }
+    func field(_ i: Int) -> String? { i < fields.count ? fields[i] : nil }
+    let method = field(0) ?? "GET"
+    let uri = URI(field(1) ?? "/")
+    let path = uri.path
+    let query = uri.queryParameters
+    let (host, authorization, cookie) = (field(2), field(3), field(4))
+    let queryToken = query.get("token")
+    for access in [lanAccess, loopbackAccess] {
+        let d = access.decide(method: method, path: path, host: host, authorization: authorization, cookie: cookie,
+                              queryToken: queryToken)
+        let known = host.map { access.isKnown($0) } ?? true
+        let write = method != "GET" && method != "HEAD"
+        switch d {
+        case .misdirected:
+            if known { violated("http", "a known Host was refused: \(host ?? "-")") }
+        case .allow, .allowSettingCookie:
+            if !known { violated("http", "an unknown Host passed: \(host ?? "-")") }
+            if access.token == nil && write { violated("http", "a write passed without a configured token") }
+            let needed = write || (access.tokenForReads && path != "/healthz")
+            let carried = [authorization, cookie, queryToken].contains { $0?.contains(httpToken) == true }
+            if needed && !carried { violated("http", "\(method) \(path) passed without the token") }
+            if d == .allowSettingCookie && queryToken != httpToken { violated("http", "a cookie set for another ?token=") }
+        case .unauthorized:
+            if !(write || access.tokenForReads) { violated("http", "a loopback read was refused") }
+        }
+    }
+    if let cookie, let value = HubHTTPAccess.cookieValue(cookie, name: HubHTTPAccess.cookieName),
+       !cookie.contains(HubHTTPAccess.cookieName + "=" + value) {
+        violated("http", "a cookie value that is not in the header")
+    }
+    if let w = query.get("window"), SeriesWindow(w) != nil, !["10s", "60s", "session"].contains(w) {
+        violated("http", "window \(w) accepted")
+    }
 }
 
 let targets: [Target] = [
@@ -166,6 +218,7 @@ let targets: [Target] = [
     Target(name: "trust-store") { bytes in
         _ = try? TrustStoreFile.decode(bytes, path: "trust.json")
     },
+    Target(name: "http") { fuzzHTTP($0) },
     Target(name: "board-profile") { bytes in
         _ = try? BoardProfile(json: bytes, file: "board.json")
     },
@@ -209,6 +262,11 @@ func seeds(_ name: String) -> [[UInt8]] {
         return [Array(#"{"name":"hr-01","interface":["wlan0"],"psm":129,"x":[true,null,-1.5e3]}"#.utf8)]
     case "trust-store":
         return [Array(#"{"version":2,"trusted":[{"peer":"00112233445566778899aabbccddeeff","name":"hub"}]}"#.utf8)]
+    case "http":
+        return [Array("GET\n/api/nodes\n127.0.0.1:8080".utf8),
+                Array("GET\n/api/nodes/ab12/series?window=10s&token=\(httpToken)\nhub.local:8080".utf8),
+                Array("POST\n/api/nodes\n[::1]:8080\nBearer \(httpToken)\npiconet_hub_token=x; a=b".utf8),
+                Array("GET\n/healthz\nevil.example".utf8)]
     case "board-profile":
         return [Array(#"{"id":"sim","name":"Simulated","gpioChip":"piconet-sim","leds":{"status":17},"activeLow":false}"#.utf8)]
     default:

@@ -344,6 +344,7 @@ final class HubApp {
         info.unexpectedPeersTotal = UInt64(nodeManager.counters.impostorAnswers)
         info.forgottenNodesTotal = UInt64(aggregator.counters.forgottenNodes)
         info.discoveryDroppedTotal = UInt64(nodeManager.counters.discoveryDropped)
+        info.drops = Self.drops(session.statistics, browser?.statistics ?? [])
         if case let .memoryOnly(e?) = recorder.mode {
             info.storeHealthy = false
             info.storeMessage = "\(e)"
@@ -356,5 +357,29 @@ final class HubApp {
         } else if !settings.quiet, inPlace || ticks % 5 == 0 {
             Console.out(TerminalTable.render(snapshot, inPlace: inPlace))
         }
+    }
+
+    /// The drop and refusal counters `/api/stats` shows (`HubInfo.drops`), by name; with
+    /// `mdnsReceived` (not a drop: how many mDNS packets the browser saw, the scale for the rest).
+    static func drops(_ st: SessionStatistics, _ browsers: [MDNSBrowser.Stats]) -> [String: UInt64] {
+        func n(_ v: Int) -> UInt64 { UInt64(max(0, v)) }
+        var d: [String: UInt64] = [
+            "sessionMalformed": n(st.malformedDropped), "sessionAuthenticationFailures": n(st.authenticationFailures),
+            "sessionReplays": n(st.replaysDropped), "sessionUnknownLink": n(st.unknownLinkDropped),
+            "sessionHandshakesThrottled": n(st.handshakesThrottled), "sessionCookieReplies": n(st.cookieRepliesSent),
+            "sessionCookieFailures": n(st.cookieFailures), "sessionHandshakeSourcesEvicted": n(st.handshakeSourcesEvicted),
+            "sessionOversize": n(st.oversizeReceived), "sessionReceiveBufferRefused": n(st.receiveBufferRefused),
+            "sessionPeersRefused": n(st.peersRefused), "sessionHandshakeFailures": n(st.handshakeFailures),
+            "sessionHalfOpenExpired": n(st.halfOpenExpired), "sessionProtocolViolations": n(st.protocolViolations),
+        ]
+        for b in browsers {
+            d["mdnsMalformed", default: 0] += n(b.malformed)
+            d["mdnsCacheFull", default: 0] += n(b.cacheFull)
+            d["mdnsServicesDropped", default: 0] += n(b.servicesDropped)
+            d["mdnsEvicted", default: 0] += n(b.evicted)
+            d["mdnsSourceQuotaEvictions", default: 0] += n(b.sourceQuotaEvictions)
+            d["mdnsReceived", default: 0] += n(b.received)
+        }
+        return d
     }
 }

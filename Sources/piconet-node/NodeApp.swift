@@ -231,6 +231,7 @@ final class NodeApp {
         guard !stopping else { return }
         stopping = true
         log("stopping: goodbye to browsers, closing the session")
+        logDrops()
         streamTimer?.cancel()
         summaryTimer?.cancel()
         heartRateSensor?.stop()
@@ -244,6 +245,22 @@ final class NodeApp {
         // first (at most 2 s), so a restarted node does not find a stale advertisement.
         let stop = { [weakSelf] in _ = weakSelf.owner?.loop.schedule(after: .milliseconds(50)) { [weakSelf] in weakSelf.owner?.loop.stop() } }
         if let le = leAdvertiser { le.stop(done: stop) } else { stop() }
+    }
+
+    /// What strangers' traffic made this node drop or refuse, one line at shutdown (interrupted
+    /// work reports what it did): the session's counters and the mDNS responder's.
+    func logDrops() {
+        let st = session.statistics
+        var queries = 0, rateLimited = 0, budgetDropped = 0, mdnsMalformed = 0
+        for r in advertiser?.statistics ?? [] {
+            queries += r.received; rateLimited += r.rateLimited; budgetDropped += r.budgetDropped; mdnsMalformed += r.malformed
+        }
+        log("dropped: malformed \(st.malformedDropped), authentication \(st.authenticationFailures), "
+            + "replays \(st.replaysDropped), unknown-link \(st.unknownLinkDropped), "
+            + "handshakes-throttled \(st.handshakesThrottled), cookie-replies \(st.cookieRepliesSent), "
+            + "cookie-failures \(st.cookieFailures), handshake-failures \(st.handshakeFailures), "
+            + "oversize \(st.oversizeReceived), peers-refused \(st.peersRefused); "
+            + "mdns received \(queries), malformed \(mdnsMalformed), rate-limited \(rateLimited), budget-dropped \(budgetDropped)")
     }
 
     func handle(_ event: SessionEvent) {

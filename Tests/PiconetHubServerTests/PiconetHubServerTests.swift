@@ -38,6 +38,30 @@ func sampleSnapshot(nodes: Int = 2, messages: UInt64 = 42) -> HubSnapshot {
         }
     }
 
+    /// Issue 22 (floods): every drop counter is visible at /api/stats, with the HTTP refusals.
+    @Test func statsEndpointShowsDropCountersAndHTTPRefusals() async throws {
+        let feed = HubFeed()
+        var snap = sampleSnapshot()
+        snap.hub.drops = ["sessionMalformed": 7, "sessionHandshakesThrottled": 3]
+        feed.publish(snap)
+        let access = HubHTTPAccess(token: nil, boundHost: "127.0.0.1", port: 8080)
+        let app = Application(router: HubHTTPServer(feed: feed, access: access).makeRouter())
+        try await app.test(.router) { client in
+            try await client.execute(uri: "/api/stats", method: .get, headers: [.init("Host")!: "evil.example"]) { response in
+                #expect(response.status == .misdirectedRequest)
+            }
+            try await client.execute(uri: "/api/stats", method: .get, headers: [.init("Host")!: "127.0.0.1:8080"]) { response in
+                #expect(response.status == .ok)
+                let json = try JSONSerialization.jsonObject(with: Data(buffer: response.body)) as? [String: Any]
+                let drops = json?["drops"] as? [String: Any]
+                #expect(drops?["sessionMalformed"] as? Int == 7)
+                #expect(drops?["sessionHandshakesThrottled"] as? Int == 3)
+                #expect((json?["hub"] as? [String: Any])?["messagesTotal"] as? Int == 42)
+                #expect((json?["http"] as? [String: Any])?["misdirected"] as? Int == 1, "the refused request is counted")
+            }
+        }
+    }
+
     @Test func seriesEndpointFiltersByWindowAndRejectsBadInput() async throws {
         let feed = HubFeed()
         feed.publish(sampleSnapshot())

@@ -1,3 +1,4 @@
+import Glibc
 import PiconetLoop
 import PiconetPosix
 import Testing
@@ -60,6 +61,21 @@ import Testing
                 #expect(error == IOError(errno: Errno.permissionDenied.rawValue, syscall: "opendir"))
             }
         }
+    }
+
+    /// Issue 22 (sanitizers): readdir's names were read by copying the whole 256-byte `d_name`,
+    /// past the end of a short last record (an ASan heap-buffer-overflow). Names of every length
+    /// 1...255 in one directory come back exactly; the sanitizers stage runs this under ASan.
+    @Test func directoryEntriesOfEveryNameLengthReadBackExactly() throws {
+        let dir = "/tmp/piconet-entries-\(CurrentProcess.id)"
+        try FileSystem.makeDirectory(dir)
+        let names = (1...255).map { n in String(repeating: "abcdefghij", count: 26).prefix(n) }.map(String.init)
+        defer {
+            for n in names { try? FileSystem.remove(dir + "/" + n) }
+            rmdir(dir)
+        }
+        for n in names { try FileSystem.write(dir + "/" + n, []) }
+        #expect(try FileSystem.entries(of: dir).sorted() == names.sorted())
     }
 
     @Test func writingAFileRoundTripsAndIsRecorded() throws {

@@ -105,11 +105,20 @@ extension Sys {
         defer { closedir(dir) }
         var names: [String] = []
         while let e = readdir(dir) {
-            let name = withUnsafeBytes(of: e.pointee.d_name) { String(decoding: $0.prefix(while: { $0 != 0 }), as: UTF8.self) }
+            // Read the name in place, up to its NUL: copying `d_name` (a 256-byte tuple) read past
+            // the end of a short record at the end of readdir's buffer (AddressSanitizer: a
+            // heap-buffer-overflow in the sanitizers stage). `&e.pointee.d_name` is the field's
+            // own address (pointee has addressors), so nothing beyond the name is touched.
+            let name = withUnsafeMutablePointer(to: &e.pointee.d_name) { field in
+                field.withMemoryRebound(to: CChar.self, capacity: byteCount(field)) { String(cString: $0) }
+            }
             if name != "." && name != ".." { names.append(name) }
         }
         return names
     }
+
+    /// The size of what `p` points to, without reading it (`MemoryLayout.size(ofValue:)` would copy).
+    private static func byteCount<T>(_ p: UnsafeMutablePointer<T>) -> Int { MemoryLayout<T>.size }
 
     /// The corresponding C function is `fflush(NULL)`: writes out what `print` buffered.
     static func flushStandardStreams() {

@@ -1,0 +1,183 @@
+#!/usr/bin/env python3
+"""Floods for scripts/stages/37-netns-floods (run inside a test network namespace only).
+
+  flood.py handshake DST PORT SECONDS SRCNET   Noise first messages, each from a fresh random
+                                               ephemeral key and sender index, from spoofed
+                                               source addresses SRCNET.100-254 (raw socket;
+                                               never the hub's or the node's own address)
+  flood.py garbage   DST PORT SECONDS SRCNET   random bytes, 1..1400 long, spoofed sources
+  flood.py frames    DST PORT SECONDS SRCNET   valid-looking session frames (right version,
+                                               type, length) with random contents
+  flood.py oversize  DST PORT SECONDS          4..9 KB datagrams (IP-fragmented on a 1500 MTU)
+  flood.py mdns      IFADDR SECONDS SERVICE    mDNS PTR queries for SERVICE to 224.0.0.251
+  flood.py http      HOST PORT SECONDS         GET floods from 32 threads, oversized requests
+                                               and 200 idle connections held open
+Prints "sent N" (datagrams or requests) on its last line.
+"""
+import os, random, socket, struct, sys, threading, time
+
+# A Noise XX first message as the session sends it (FrameHeader: version 1, type 1 handshake,
+# flags 0, reserved 0, payload length LE; stage 1, sender index LE, receiver 0, ephemeral key
+# (32 bytes), payload). Sender index and ephemeral key are replaced per datagram.
+TEMPLATE = bytes.fromhex(
+    "010100003300" "01" "31809ba5" "00000000"
+    "4a41f4554e72cd641f7a6647087c046cc584b45376facfb59c9acd83bb016b1f" "02000000000000000000")
+
+
+def ip_checksum(h):
+    s = sum(struct.unpack("!10H", h))
+    s = (s >> 16) + (s & 0xFFFF)
+    s += s >> 16
+    return (~s) & 0xFFFF
+
+
+def raw_sender(dst, port, srcnet):
+    """Sends UDP payloads with a spoofed IPv4 source (SRCNET.x, x random in 100..254) through a raw socket."""
+    sock = socket.socket(socket.AF_INET, socket.SOCK_RAW, socket.IPPROTO_RAW)
+    sock.setsockopt(socket.IPPROTO_IP, socket.IP_HDRINCL, 1)
+    dst_b = socket.inet_aton(dst)
+    base = srcnet.rsplit(".", 1)[0] if srcnet.count(".") == 3 else srcnet
+
+    def send(payload):
+        src = socket.inet_aton("%s.%d" % (base, random.randint(100, 254)))
+        sport = random.randint(1024, 65535)
+        udp = struct.pack("!HHHH", sport, port, 8 + len(payload), 0) + payload  # checksum 0: none (IPv4)
+        hdr = struct.pack("!BBHHHBBH4s4s", 0x45, 0, 20 + len(udp), random.randint(0, 65535), 0, 64, 17, 0, src, dst_b)
+        hdr = hdr[:10] + struct.pack("!H", ip_checksum(hdr)) + hdr[12:]
+        try:
+            sock.sendto(hdr + udp, (dst, 0))
+            return 1
+        except OSError:
+            return 0
+    return send
+
+
+def handshake():
+    p = bytearray(TEMPLATE)
+    p[7:11] = os.urandom(4)
+    p[15:47] = os.urandom(32)
+    return bytes(p)
+
+
+def garbage():
+    return os.urandom(random.randint(1, 1400))
+
+
+def frame():
+    body = os.urandom(random.randint(9, 1200))
+    ftype = random.choice([1, 2, 3, 4, 5, 6, 7, 8])
+    return bytes([1, ftype, random.randint(0, 3), 0]) + struct.pack("<H", len(body)) + body
+
+
+def datagram_flood(kind, dst, port, seconds, srcnet):
+    make = {"handshake": handshake, "garbage": garbage, "frames": frame}[kind]
+    send = raw_sender(dst, port, srcnet)
+    end = time.monotonic() + seconds
+    sent = 0
+    while time.monotonic() < end:
+        for _ in range(64):
+            sent += send(make())
+    return sent
+
+
+def oversize(dst, port, seconds):
+    s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    end = time.monotonic() + seconds
+    sent = 0
+    while time.monotonic() < end:
+        for _ in range(16):
+            try:
+                s.sendto(bytes([1, 2, 0, 0]) + os.urandom(random.randint(4000, 9000)), (dst, port))
+                sent += 1
+            except OSError:
+                time.sleep(0.001)
+    return sent
+
+
+def dns_name(name):
+    out = b""
+    for label in name.rstrip(".").split("."):
+        out += bytes([len(label)]) + label.encode()
+    return out + b"\0"
+
+
+def mdns(ifaddr, seconds, service):
+    s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    s.setsockopt(socket.IPPROTO_IP, socket.IP_MULTICAST_IF, socket.inet_aton(ifaddr))
+    s.setsockopt(socket.IPPROTO_IP, socket.IP_MULTICAST_TTL, 255)
+    s.bind((ifaddr, 5353))
+    q = dns_name("_%s._udp.local" % service) + struct.pack("!HH", 12, 1)
+    end = time.monotonic() + seconds
+    sent = 0
+    while time.monotonic() < end:
+        msg = struct.pack("!HHHHHH", random.randint(0, 65535), 0, 1, 0, 0, 0) + q
+        try:
+            s.sendto(msg, ("224.0.0.251", 5353))
+            sent += 1
+        except OSError:
+            time.sleep(0.001)
+    return sent
+
+
+def http(host, port, seconds):
+    end = time.monotonic() + seconds
+    count = [0]
+    lock = threading.Lock()
+    idle = []
+    for _ in range(200):  # connections held open without a request
+        try:
+            idle.append(socket.create_connection((host, port), timeout=2))
+        except OSError:
+            break
+
+    def worker(i):
+        n = 0
+        while time.monotonic() < end:
+            try:
+                c = socket.create_connection((host, port), timeout=2)
+                if i % 8 == 0:   # oversized: a 1 MB header, then a 64 KB path
+                    req = b"GET /api/nodes HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Big: " + b"a" * (1 << 20) + b"\r\n\r\n"
+                elif i % 8 == 1:
+                    req = b"GET /" + b"x" * 65536 + b" HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n"
+                else:
+                    req = b"GET /api/nodes HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n"
+                c.sendall(req)
+                c.recv(4096)
+                c.close()
+                n += 1
+            except OSError:
+                n += 1
+        with lock:
+            count[0] += n
+    threads = [threading.Thread(target=worker, args=(i,)) for i in range(32)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    for c in idle:
+        c.close()
+    return count[0]
+
+
+def main(argv):
+    if len(argv) < 2:
+        print(__doc__, file=sys.stderr)
+        return 64
+    kind = argv[1]
+    if kind in ("handshake", "garbage", "frames"):
+        n = datagram_flood(kind, argv[2], int(argv[3]), float(argv[4]), argv[5])
+    elif kind == "oversize":
+        n = oversize(argv[2], int(argv[3]), float(argv[4]))
+    elif kind == "mdns":
+        n = mdns(argv[2], float(argv[3]), argv[4])
+    elif kind == "http":
+        n = http(argv[2], int(argv[3]), float(argv[4]))
+    else:
+        print("flood.py: error: unknown flood '%s' (handshake, garbage, frames, oversize, mdns, http)" % kind, file=sys.stderr)
+        return 64
+    print("sent %d" % n)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))
