@@ -75,8 +75,9 @@ arm64_libc() {
 # (the MQTT export; Debian ships no static libmosquitto) with its OpenSSL (trixie renamed the
 # package libssl3t64). That is what `apt install libmosquitto1` puts on a Pi.
 arm64_hub_runtime() {
-  local ssl=libssl3; [ "$1" = bookworm ] || ssl=libssl3t64
-  _fetch_unpacked arm64 "$1" "$PICONET_CACHE/hubrun-$1-arm64" libc6 libgcc-s1 libmosquitto1 "$ssl"
+  # trixie's OpenSSL (libssl3t64) links zlib and zstd; bookworm's links neither.
+  local ssl=(libssl3); [ "$1" = bookworm ] || ssl=(libssl3t64 zlib1g libzstd1)
+  _fetch_unpacked arm64 "$1" "$PICONET_CACHE/hubrun-$1-arm64" libc6 libgcc-s1 libmosquitto1 "${ssl[@]}"
 }
 
 aarch64_qemu() {
