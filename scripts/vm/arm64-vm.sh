@@ -22,6 +22,7 @@ ROOT=$(cd "$HERE/../.." && pwd)
 VM_DIR=$(realpath -m "${PICONET_ARM64_VM_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/piconet-vm-arm64}")
 mode=${1:-}; [ "$mode" = setup ] || [ "$mode" = run ] || { echo "usage: $0 setup | run PICONET LIBC_ROOT" >&2; exit 2; }
 mkdir -p "$VM_DIR"
+exec 9>"$VM_DIR/.lock"; flock 9   # one setup (and one VM) at a time
 for t in qemu-system-aarch64 aarch64-linux-gnu-gcc-12 cpio depmod; do
   command -v "$t" >/dev/null || { echo "arm64-vm: $t is missing (scripts/bootstrap --vm installs it)" >&2; exit 2; }
 done
@@ -93,7 +94,9 @@ KERNEL=$R/boot/vmlinuz-$KVER
 
 # --- run: a fresh initramfs around the given piconet, then boot it (qemu killed at the timeout)
 BIN=${2:?usage: $0 run PICONET LIBC_ROOT}; LIBC=${3:?usage: $0 run PICONET LIBC_ROOT}
-[ -f "$BIN" ] && [ -f "$LIBC/lib/ld-linux-aarch64.so.1" ] || { echo "arm64-vm: no $BIN or no $LIBC/lib/ld-linux-aarch64.so.1" >&2; exit 2; }
+if [ ! -f "$BIN" ] || [ ! -f "$LIBC/lib/ld-linux-aarch64.so.1" ]; then
+  echo "arm64-vm: no $BIN or no $LIBC/lib/ld-linux-aarch64.so.1" >&2; exit 2
+fi
 T=$(mktemp -d); qpid=""
 cleanup() { [ -z "$qpid" ] || { kill -KILL "$qpid" 2>/dev/null || true; wait "$qpid" 2>/dev/null || true; }; rm -rf "$T"; }
 trap cleanup EXIT
@@ -115,7 +118,8 @@ done
 echo "arm64-vm: kernel $KVER, initramfs $(du -h "$T/initrd.gz" | cut -f1) (modules: $(tr '\n' ' ' < "$I/lib/modules/order"))"
 t0=$(date +%s)
 # cortex-a53: the Pi 3 / Zero 2 W core (Armv8.0: no LSE atomics), so an instruction a Pi lacks traps here.
-timeout --kill-after=10 "${PICONET_ARM64_VM_TIMEOUT:-600}" qemu-system-aarch64 -M virt -cpu cortex-a53 -smp 2 -m 1024 \
+timeout --kill-after=10 "${PICONET_ARM64_VM_TIMEOUT:-600}" qemu-system-aarch64 -M virt -cpu cortex-a53 -smp 2 -m 512 \
+  -accel tcg,tb-size=64 \
   -nographic -monitor none -serial stdio -no-reboot -kernel "$KERNEL" -initrd "$T/initrd.gz" \
   -append "console=ttyAMA0 panic=-1 quiet loglevel=3" </dev/null >"$T/console.log" 2>&1 &
 qpid=$!
