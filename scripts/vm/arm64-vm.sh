@@ -11,7 +11,7 @@
 # All cached in VM_DIR (default ${XDG_CACHE_HOME:-$HOME/.cache}/piconet-vm-arm64)/KVER.
 # Each run packs a fresh initramfs (cpio) with busybox, the modules gpio-sim needs, the given
 # piconet with its libc/libm/libgcc_s, Boards/ and scripts/vm/arm64-init as /init, which makes a
-# gpio-sim chip and runs the checks; no 9p, no disk. The guest's output is printed; the last
+# gpio-sim chip and runs the checks (GPIO, a loopback session); no 9p, no disk, no network device. The guest's output is printed; the last
 # line is "N passed, N failed, N skipped"; exit status 0 only when that line says 0 failed.
 # usage: arm64-vm.sh setup                 (download and build the cache only)
 #        arm64-vm.sh run PICONET LIBC_ROOT (LIBC_ROOT: bookworm arm64 libc6 + libgcc-s1 unpacked)
