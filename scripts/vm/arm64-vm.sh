@@ -14,7 +14,9 @@
 # gpio-sim chip and runs the checks (GPIO, a loopback session); no 9p, no disk, no network device. The guest's output is printed; the last
 # line is "N passed, N failed, N skipped"; exit status 0 only when that line says 0 failed.
 # usage: arm64-vm.sh setup                 (download and build the cache only)
-#        arm64-vm.sh run PICONET LIBC_ROOT (LIBC_ROOT: bookworm arm64 libc6 + libgcc-s1 unpacked)
+#        arm64-vm.sh run PICONET LIBC_ROOT [NODE HUB]
+#          (LIBC_ROOT: bookworm arm64 libc6 + libgcc-s1 unpacked; NODE, HUB: the aarch64
+#          piconet-node and piconet-hub, for a hub-and-node run in the guest too)
 # env: PICONET_ARM64_VM_TIMEOUT (seconds for the boot and the checks, default 600; qemu is killed then)
 set -euo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
@@ -105,6 +107,10 @@ mkdir -p "$I"/{bin,usr/bin,dev,proc,sys,tmp,root,lib/modules,lib/aarch64-linux-g
 cp "$R/bin/busybox" "$I/bin/busybox"
 cp "$HERE/arm64-init" "$I/init"; chmod +x "$I/init"
 aarch64-linux-gnu-strip -o "$I/usr/bin/piconet" "$BIN"
+# Optional: piconet-node and piconet-hub, for a hub-and-node run on the arm64 kernel.
+for x in "${4:-}:piconet-node" "${5:-}:piconet-hub"; do
+  [ -z "${x%%:*}" ] || aarch64-linux-gnu-strip -o "$I/usr/bin/${x##*:}" "${x%%:*}"
+done
 cp -L "$LIBC/lib/ld-linux-aarch64.so.1" "$I/lib/"
 for l in libc.so.6 libm.so.6 libgcc_s.so.1; do cp -L "$LIBC/lib/aarch64-linux-gnu/$l" "$I/lib/aarch64-linux-gnu/"; done
 cp -r "$ROOT/Boards" "$I/Boards"
