@@ -10,8 +10,6 @@
 #   PICONET_VM_ONLY    optional: run only guest.d scripts whose name contains this
 . "$VMTEST_WORK/vm-test.env"
 export PICONET_ROOT PICONET_TEST_BIN PICONET_BIN_DIR PICONET_NODE_BIN
-# Set by stage 72-arm64 only (guest.d/45-arm64.sh): the aarch64 piconet, its libc root, qemu-aarch64.
-export PICONET_AARCH64_DIR PICONET_AARCH64_LIBC PICONET_AARCH64_QEMU
 P=0; F=0; S=0
 echo "guest: kernel $(uname -r), $(nproc) cpus, uptime $(cut -d' ' -f1 /proc/uptime)s"
 for t in "$PICONET_ROOT"/scripts/vm/guest.d/*.sh; do
