@@ -113,6 +113,12 @@ for x in "${4:-}:piconet-node" "${5:-}:piconet-hub"; do
 done
 cp -L "$LIBC/lib/ld-linux-aarch64.so.1" "$I/lib/"
 for l in libc.so.6 libm.so.6 libgcc_s.so.1; do cp -L "$LIBC/lib/aarch64-linux-gnu/$l" "$I/lib/aarch64-linux-gnu/"; done
+# The hub's MQTT export links libmosquitto1 and its OpenSSL (the stage's run-time root has them).
+for l in libmosquitto.so.1 libssl.so.3 libcrypto.so.3; do
+  for d in "$LIBC/usr/lib/aarch64-linux-gnu" "$LIBC/lib/aarch64-linux-gnu"; do
+    [ -e "$d/$l" ] && { cp -L "$d/$l" "$I/lib/aarch64-linux-gnu/"; break; }
+  done
+done
 cp -r "$ROOT/Boards" "$I/Boards"
 : > "$I/lib/modules/order"
 modprobe -d "$MBASE" -S "$KVER" --show-depends gpio-sim | awk '$1=="insmod"{print $2}' | awk '!seen[$0]++' | while read -r f; do
