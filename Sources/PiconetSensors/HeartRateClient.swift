@@ -212,8 +212,8 @@ public struct HeartRateClient {
     private var measurementEnd: UInt16 = 0
     private var cccdHandle: UInt16?
     private var batteryHandle: UInt16?
-    /// 0x2A38's value handle when the Heart Rate service declares it readable (found while
-    /// looking for 0x2A37 and the declaration that bounds it; one further down is not searched).
+    /// 0x2A38's value handle when the Heart Rate service declares it readable (wherever it sits:
+    /// the service's declarations are read to the end).
     private var locationHandle: UInt16?
     private var nextStart: UInt16 = 1
     /// `.readBattery`: when the attempt as a whole gives up.
@@ -552,7 +552,9 @@ public struct HeartRateClient {
                 measurementEnd = range.end
             }
         }
-        let found = phase == .findingBattery ? batteryHandle != nil : (measurementHandle != nil && measurementEnd != range.end)
+        // The Heart Rate service is read to its end: 0x2A38 may sit anywhere in it (before 0x2A37,
+        // or after the declaration that bounds 0x2A37's descriptors, on a later page).
+        let found = phase == .findingBattery && batteryHandle != nil
         if found || last >= range.end { return phase == .findingBattery ? readBattery(at: now) : characteristicsDone(at: now) }
         nextStart = last + 1
         return request(.readByTypeRequest(start: last + 1, end: range.end, type: .uuid16(GATTNumber.characteristic)), at: now)

@@ -452,6 +452,79 @@ final class GATTHarness {
     }
 }
 
+/// Heart Rate services laid out differently from BlueZ's example: 0x2A38 must be found wherever
+/// it sits, on whichever page of the characteristic discovery.
+@Suite struct BodySensorLocationOrderTests {
+    typealias A = FakeGATTServer.Attribute
+
+    /// A strap whose Heart Rate service (from 0x000A) declares `characteristics` in this order
+    /// (UUID, properties; 0x2A37 gets a CCCD), then a Battery service.
+    static func strap(_ characteristics: [(UInt16, UInt8)], location: UInt8 = 0x02) -> FakeGATTServer {
+        var s = FakeGATTServer.heartRateStrap()
+        s.attributes.removeAll { $0.handle >= 0x0A }
+        var h: UInt16 = 0x0A
+        s.attributes.append(A(handle: h, type: 0x2800, value: [0x0D, 0x18]))
+        for (uuid, props) in characteristics {
+            let value = h + 2
+            s.attributes.append(A(handle: h + 1, type: 0x2803, value: [props, UInt8(value & 0xFF), UInt8(value >> 8), UInt8(uuid & 0xFF), UInt8(uuid >> 8)]))
+            s.attributes.append(A(handle: value, type: uuid, value: uuid == 0x2A38 ? [location] : [0x00]))
+            h = value
+            if uuid == 0x2A37 {
+                s.measurementHandle = value
+                s.cccdHandle = value + 1
+                s.attributes.append(A(handle: value + 1, type: 0x2902, value: [0, 0]))
+                h = value + 1
+            }
+        }
+        s.attributes += [
+            A(handle: h + 1, type: 0x2800, value: [0x0F, 0x18]),
+            A(handle: h + 2, type: 0x2803, value: [0x12, UInt8((h + 3) & 0xFF), UInt8((h + 3) >> 8), 0x19, 0x2A]),
+            A(handle: h + 3, type: 0x2A19, value: [77]),
+        ]
+        return s
+    }
+
+    static let measurement: (UInt16, UInt8) = (0x2A37, 0x10)
+    static let location: (UInt16, UInt8) = (0x2A38, 0x02)
+    static let controlPoint: (UInt16, UInt8) = (0x2A39, 0x08)
+    /// A vendor characteristic (readable), as some straps add.
+    static let vendor: (UInt16, UInt8) = (0xFF01, 0x02)
+
+    @Test(arguments: [
+        [location, measurement, controlPoint],
+        [measurement, controlPoint, vendor, location],
+        [measurement, location, controlPoint, vendor],
+        [controlPoint, vendor, measurement, location],
+    ])
+    func isFoundWhereverItSits(_ order: [(UInt16, UInt8)]) {
+        // ATT_MTU 23 pages the declarations three at a time; 185 takes them in one response.
+        for exchangeMTU in [false, true] {
+            var server = Self.strap(order)
+            server.supportsExchangeMTU = exchangeMTU
+            let h = GATTHarness(server: server)
+            h.start()
+            h.loop.advance(by: .seconds(3))
+            #expect(h.client.phase == .streaming, "\(order.map { $0.0 }) mtu exchange \(exchangeMTU)")
+            #expect(h.locations == [.wrist], "\(order.map { $0.0 }) mtu exchange \(exchangeMTU)")
+            #expect(h.batteries == [77])
+            #expect(h.bpms.count >= 2)
+            #expect(h.server.notificationsEnabled)
+        }
+    }
+
+    /// A 0x2A38 that is not readable is not read (and the stream does not suffer).
+    @Test func anUnreadableLocationIsSkipped() {
+        let h = GATTHarness(server: Self.strap([Self.measurement, Self.controlPoint, (0x2A38, 0x00)]))
+        h.start()
+        h.loop.advance(by: .seconds(3))
+        #expect(h.client.phase == .streaming)
+        #expect(h.locations.isEmpty)
+        // One Read: the battery's.
+        #expect(h.server.requests.filter { $0 == ATTPDU.Opcode.readRequest }.count == 1)
+        #expect(h.batteries == [77])
+    }
+}
+
 /// `piconet sensors scan`'s battery read: `HeartRateClient` with purpose `.readBattery` against
 /// the fake server on the virtual loop: found, absent, timeout, error PDU, link lost.
 @Suite struct BatteryReadTests {
