@@ -48,6 +48,8 @@ public final class HeartRateSensorLink {
         case battery(UInt8)
         case location(BodySensorLocation)
         case problem(HeartRateClientProblem, retryIn: Duration?)
+        /// `.readBattery`: the one answer; the link is closed and nothing follows.
+        case finished(HeartRateSensorSelector, BatteryReading)
 
         public var description: String {
             switch self {
@@ -58,6 +60,7 @@ public final class HeartRateSensorLink {
             case let .problem(p, retry):
                 // Back-offs are whole seconds (HeartRateClient.Configuration), connect timeouts too.
                 return "heart-rate sensor: \(p)" + (retry.map { ", retrying in \($0.components.seconds) s" } ?? ", giving up")
+            case let .finished(s, reading): return "heart-rate sensor \(s): battery \(reading)"
             }
         }
     }
@@ -78,13 +81,15 @@ public final class HeartRateSensorLink {
     public var onMeasurement: ((HeartRateMeasurement, Instant) -> Void)?
     public var onEvent: ((Event) -> Void)?
 
+    /// `purpose`: `.stream` (the node) or `.readBattery` (one bounded read, then `.finished`).
     public init(loop: EpollLoop, adapter: BluetoothAdapter, sensor: HeartRateSensorSelector,
-                security: L2CAPSecurity = .low, configuration: HeartRateClient.Configuration = HeartRateClient.Configuration()) {
+                security: L2CAPSecurity = .low, configuration: HeartRateClient.Configuration = HeartRateClient.Configuration(),
+                purpose: HeartRateClient.Purpose = .stream) {
         self.loop = loop
         self.adapter = adapter
         self.sensor = sensor
         self.security = security
-        client = HeartRateClient(configuration: configuration)
+        client = HeartRateClient(configuration: configuration, purpose: purpose)
     }
 
     public func start() { carryOut(client.start(at: loop.now)) }
@@ -130,6 +135,9 @@ public final class HeartRateSensorLink {
             case let .problem(p, retry):
                 latest = nil
                 onEvent?(.problem(p, retryIn: retry))
+            case let .finished(reading):
+                if let level = reading.level { batteryLevel = level }
+                onEvent?(.finished(sensor, reading))
             }
         }
         rearm()
@@ -153,10 +161,15 @@ public final class HeartRateSensorLink {
             }
             channel = c
         } catch {
-            // Reported through the state machine, so a missing adapter backs off like a lost strap.
+            // Reported through the state machine, so a missing adapter backs off like a lost strap;
+            // permission stops (retrying cannot help; the node exits 77 on it).
             loop.schedule(after: .zero) { [weakSelf] in
                 guard let self = weakSelf.owner else { return }
-                self.carryOut(self.client.disconnected(error.description, at: self.loop.now))
+                if case .permissionDenied = error {
+                    self.carryOut(self.client.refused(.permissionDenied(error.description), at: self.loop.now))
+                } else {
+                    self.carryOut(self.client.disconnected(error.description, at: self.loop.now))
+                }
             }
         }
     }
@@ -170,5 +183,65 @@ public final class HeartRateSensorLink {
             self.timer = nil
             self.carryOut(self.client.timerFired(at: self.loop.now))
         }
+    }
+}
+
+/// `piconet sensors scan`: reads the battery of each strap a scan found, one after the other
+/// (one LE connection at a time: controllers and straps handle one well, several poorly), each
+/// through a `HeartRateSensorLink` with purpose `.readBattery`, so each is bounded by
+/// `configuration.batteryReadLimit`. Loop-bound.
+public final class HeartRateBatteryReader {
+    private lazy var weakSelf = OwnerHandle(self)
+    deinit { weakSelf.sever() }
+
+    public let loop: EpollLoop
+    public let adapter: BluetoothAdapter
+    public let sensors: [HeartRateSensorSelector]
+    public let configuration: HeartRateClient.Configuration
+    public let security: L2CAPSecurity
+    /// One reading per sensor, in `sensors` order, as they finish.
+    public private(set) var readings: [BatteryReading] = []
+    private var current: HeartRateSensorLink?
+
+    /// Called once, with one reading per sensor (in `sensors` order).
+    public var onFinished: (([BatteryReading]) -> Void)?
+
+    public init(loop: EpollLoop, adapter: BluetoothAdapter, sensors: [HeartRateSensorSelector], security: L2CAPSecurity = .low,
+                configuration: HeartRateClient.Configuration = HeartRateClient.Configuration()) {
+        self.loop = loop
+        self.adapter = adapter
+        self.sensors = sensors
+        self.security = security
+        self.configuration = configuration
+    }
+
+    public func start() {
+        readings = []
+        next()
+    }
+
+    private func next() {
+        guard readings.count < sensors.count else {
+            current = nil
+            onFinished?(readings)
+            return
+        }
+        let link = HeartRateSensorLink(loop: loop, adapter: adapter, sensor: sensors[readings.count], security: security,
+                                       configuration: configuration, purpose: .readBattery)
+        link.onEvent = { [weakSelf] e in
+            guard let self = weakSelf.owner, case let .finished(_, reading) = e else { return }
+            self.readings.append(reading)
+            // Off this callback: the finished link is still unwinding its carryOut.
+            self.loop.schedule(after: .zero) { [weakSelf] in weakSelf.owner?.next() }
+        }
+        current = link
+        link.start()
+    }
+
+    /// Abandons the read in progress (its channel is closed); `onFinished` is not called.
+    public func stop() {
+        current?.stop()
+        current = nil
+        onFinished = nil
     }
 }

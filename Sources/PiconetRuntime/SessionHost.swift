@@ -76,7 +76,7 @@ public enum SessionHostError: Error, Equatable, CustomStringConvertible {
         case let .session(e):
             if case .keyFile(.tooOpen) = e { return ExitStatus.permission }
             return e.isUnavailable ? ExitStatus.unavailable : ExitStatus.failure
-        case let .bluetooth(e): return e.isUnavailable ? ExitStatus.unavailable : ExitStatus.failure
+        case let .bluetooth(e): return e.exitStatus
         case .trustStore: return ExitStatus.failure
         }
     }
@@ -89,6 +89,24 @@ extension BluetoothError {
         switch self {
         case .noBluetoothInKernel, .noAdapter, .adapterDown: return true
         default: return false
+        }
+    }
+
+    /// sysexits as every binary exits on it: 77 for permission, 69 for unavailable, else 1.
+    public var exitStatus: Int32 {
+        if case .permissionDenied = self { return ExitStatus.permission }
+        return isUnavailable ? ExitStatus.unavailable : ExitStatus.failure
+    }
+}
+
+extension ManagementError {
+    /// sysexits for a failed mgmt command (an LE scan): 77 when the kernel refused it for lack of
+    /// CAP_NET_ADMIN, 69 for an adapter that is down, blocked or gone, else 1.
+    public var exitStatus: Int32 {
+        switch status {
+        case .permissionDenied: return ExitStatus.permission
+        case .notPowered, .rfkilled, .invalidIndex: return ExitStatus.unavailable
+        default: return ExitStatus.failure
         }
     }
 }

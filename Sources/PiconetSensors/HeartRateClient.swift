@@ -17,6 +17,9 @@ public enum HeartRateClientProblem: Equatable, Sendable, CustomStringConvertible
     case disconnected(reason: String)
     /// The sensor sent bytes that are not ATT or not what was asked.
     case protocolViolation(String)
+    /// The OS refused to open the ATT channel for lack of privileges (`reason` from the OS edge,
+    /// saying what to do): retrying will not help until someone changes them.
+    case permissionDenied(String)
 
     public var description: String {
         switch self {
@@ -36,15 +39,56 @@ public enum HeartRateClientProblem: Equatable, Sendable, CustomStringConvertible
             return "disconnected: \(reason)"
         case let .protocolViolation(what):
             return "protocol violation: \(what)"
+        case let .permissionDenied(reason):
+            return reason
+        }
+    }
+
+    /// A few words for a table cell ("timeout", "Read Not Permitted", "Host is down").
+    public var brief: String {
+        switch self {
+        case .notHeartRateSensor: return "not a heart-rate sensor"
+        case .noMeasurementCharacteristic: return "no heart-rate measurement"
+        case let .attError(_, code): return code.description
+        case .timeout: return "timeout"
+        case .silent: return "silent"
+        case let .disconnected(reason): return reason
+        case .protocolViolation: return "protocol violation"
+        case .permissionDenied: return "permission denied"
         }
     }
 
     /// False when reconnecting cannot help (the device is simply not a heart-rate sensor).
     public var isRetryable: Bool {
         switch self {
-        case .notHeartRateSensor, .noMeasurementCharacteristic: return false
+        case .notHeartRateSensor, .noMeasurementCharacteristic, .permissionDenied: return false
         default: return true
         }
+    }
+}
+
+/// What a one-shot battery read (`HeartRateClient.Purpose.readBattery`) found.
+public enum BatteryReading: Equatable, Sendable, CustomStringConvertible {
+    /// Battery Level (0x2A19) in percent, 0-100.
+    case level(UInt8)
+    /// The device has no Battery service (0x180F), or no readable Battery Level in it.
+    case absent
+    /// The read did not complete: the limit passed, an ATT error, the link was lost.
+    case unknown(HeartRateClientProblem)
+
+    /// As `piconet sensors scan` prints it: `87%`, `-` (no battery service), `unknown (timeout)`.
+    public var description: String {
+        switch self {
+        case let .level(l): return "\(l)%"
+        case .absent: return "-"
+        case let .unknown(p): return "unknown (\(p.brief))"
+        }
+    }
+
+    /// The level, when one was read.
+    public var level: UInt8? {
+        if case let .level(l) = self { return l }
+        return nil
     }
 }
 
@@ -67,7 +111,18 @@ public enum HeartRateClientProblem: Equatable, Sendable, CustomStringConvertible
 /// `timerFired(at:)`. Handles found are kept per connection only (a sensor may renumber after a
 /// firmware update); nothing from the peer grows without bound: discovery keeps only the two
 /// services and one characteristic it wants, and each discovery step must move the handle forward.
+///
+/// `Purpose.readBattery` (`piconet sensors scan`) runs the same connection and discovery steps
+/// but only as far as the Battery Level: connect → MTU → services → 0x2A19 → Read → disconnect,
+/// one attempt bounded by `batteryReadLimit` as a whole, never retried, ending in one
+/// `.finished(BatteryReading)`.
 public struct HeartRateClient {
+    /// Stream measurements (the node), or read the battery once and hang up (the scan).
+    public enum Purpose: Equatable, Sendable {
+        case stream
+        case readBattery
+    }
+
     public struct Configuration: Sendable {
         /// Our receive MTU offered in Exchange MTU (the kernel's LE ATT default buffer is larger).
         public var mtu: UInt16 = 247
@@ -79,6 +134,8 @@ public struct HeartRateClient {
         public var silenceLimit: Duration = .seconds(15)
         public var initialBackoff: Duration = .seconds(1)
         public var maximumBackoff: Duration = .seconds(60)
+        /// `.readBattery`: the whole attempt, connect included, ends as `unknown (timeout)` after this.
+        public var batteryReadLimit: Duration = .seconds(5)
         public init() {}
     }
 
@@ -100,6 +157,9 @@ public struct HeartRateClient {
         case streaming
         /// Something went wrong; `retryIn` is the back-off before the next `connect` (nil: stopped).
         case problem(HeartRateClientProblem, retryIn: Duration?)
+        /// `.readBattery` only: the answer, once; the channel is already closed (a `.disconnect`
+        /// precedes this when it was open). Nothing follows.
+        case finished(BatteryReading)
     }
 
     public enum Phase: Equatable, Sendable {
@@ -118,6 +178,8 @@ public struct HeartRateClient {
         case backingOff
         /// Stopped for good (not a heart-rate sensor).
         case stopped
+        /// `.readBattery`: the reading was reported.
+        case finished
     }
 
     /// Counters for what a peer sent that we did not use (visible in status output).
@@ -133,6 +195,7 @@ public struct HeartRateClient {
     }
 
     public let configuration: Configuration
+    public let purpose: Purpose
     public private(set) var phase: Phase = .idle
     public private(set) var counters = Counters()
     /// The ATT_MTU agreed for the current connection.
@@ -149,23 +212,38 @@ public struct HeartRateClient {
     private var measurementEnd: UInt16 = 0
     private var cccdHandle: UInt16?
     private var batteryHandle: UInt16?
-    /// 0x2A38's value handle when the Heart Rate service declares it readable (found while
-    /// looking for 0x2A37 and the declaration that bounds it; one further down is not searched).
+    /// 0x2A38's value handle when the Heart Rate service declares it readable (wherever it sits:
+    /// the service's declarations are read to the end).
     private var locationHandle: UInt16?
     private var nextStart: UInt16 = 1
+    /// `.readBattery`: when the attempt as a whole gives up.
+    private var limit: Instant?
 
-    public init(configuration: Configuration = Configuration()) {
+    public init(configuration: Configuration = Configuration(), purpose: Purpose = .stream) {
         self.configuration = configuration
+        self.purpose = purpose
     }
 
     /// When `timerFired(at:)` is due: a request's timeout, the connect timeout, the end of a
-    /// back-off, or the silence limit while streaming. Nil when nothing is due (idle, stopped).
-    public var nextDeadline: Instant? { deadline }
+    /// back-off, the silence limit while streaming, or the battery read's limit. Nil when
+    /// nothing is due (idle, stopped, finished).
+    public var nextDeadline: Instant? {
+        guard let limit else { return deadline }
+        return deadline.map { min($0, limit) } ?? limit
+    }
 
     /// Starts the first connection attempt.
     public mutating func start(at now: Instant) -> [Action] {
         guard phase == .idle || phase == .backingOff else { return [] }
+        if purpose == .readBattery { limit = now + configuration.batteryReadLimit }
         return connect(at: now)
+    }
+
+    /// The channel could not even be opened for a reason retrying will not fix (permission):
+    /// stops (streaming) or finishes the reading as unknown (battery).
+    public mutating func refused(_ problem: HeartRateClientProblem, at now: Instant) -> [Action] {
+        guard phase == .connecting else { return [] }
+        return fail(problem, at: now, close: false)
     }
 
     /// The channel is open: exchange MTUs.
@@ -179,14 +257,14 @@ public struct HeartRateClient {
     /// The channel failed to open or was closed by the peer or the kernel.
     public mutating func disconnected(_ reason: String, at now: Instant) -> [Action] {
         switch phase {
-        case .idle, .backingOff, .stopped: return []
+        case .idle, .backingOff, .stopped, .finished: return []
         default: return fail(.disconnected(reason: reason), at: now, close: false)
         }
     }
 
     /// One ATT PDU from the channel (one datagram).
     public mutating func received(_ bytes: [UInt8], at now: Instant) -> [Action] {
-        guard ![.idle, .connecting, .backingOff, .stopped].contains(phase) else {
+        guard ![.idle, .connecting, .backingOff, .stopped, .finished].contains(phase) else {
             counters.ignored += 1
             return []
         }
@@ -219,6 +297,10 @@ public struct HeartRateClient {
 
     /// A deadline passed (call when `now >= nextDeadline`).
     public mutating func timerFired(at now: Instant) -> [Action] {
+        if let limit, now >= limit, phase != .finished {
+            deadline = nil
+            return fail(.timeout(during: step), at: now, close: true)
+        }
         guard let d = deadline, now >= d else { return [] }
         deadline = nil
         switch phase {
@@ -228,7 +310,7 @@ public struct HeartRateClient {
             return fail(.timeout(during: "connect"), at: now, close: true)
         case .streaming:
             return fail(.silent(seconds: Int(configuration.silenceLimit.components.seconds)), at: now, close: true)
-        case .idle, .stopped:
+        case .idle, .stopped, .finished:
             return []
         default:
             return fail(.timeout(during: step), at: now, close: true)
@@ -280,6 +362,7 @@ public struct HeartRateClient {
     private mutating func fail(_ problem: HeartRateClientProblem, at now: Instant, close: Bool) -> [Action] {
         var out: [Action] = close ? [.disconnect] : []
         resetConnection()
+        if purpose == .readBattery { return finish(.unknown(problem), close: close) }
         guard problem.isRetryable else {
             phase = .stopped
             deadline = nil
@@ -292,6 +375,15 @@ public struct HeartRateClient {
         deadline = now + backoff
         out.append(.problem(problem, retryIn: backoff))
         return out
+    }
+
+    /// `.readBattery`: reports the one answer and stops (closing the channel first when asked).
+    private mutating func finish(_ reading: BatteryReading, close: Bool) -> [Action] {
+        resetConnection()
+        phase = .finished
+        deadline = nil
+        limit = nil
+        return (close ? [.disconnect] : []) + [.finished(reading)]
     }
 
     /// initialBackoff × 2^failures, capped at maximumBackoff.
@@ -380,9 +472,11 @@ public struct HeartRateClient {
             if let l = BodySensorLocation(value: value) { out.append(.sensorLocation(l)) } else { counters.malformed += 1 }
             return out + batteryOrStream(at: now)
         case let (.readingBattery, .readResponse(value)):
-            var out: [Action] = []
-            if let level = value.first, level <= 100 { out.append(.batteryLevel(level)) } else { counters.malformed += 1 }
-            return out + startStreaming(at: now)
+            guard let level = value.first, level <= 100 else {
+                counters.malformed += 1
+                return batteryDone(.unknown(.protocolViolation("battery level not 0-100 %")), at: now)
+            }
+            return batteryDone(.level(level), at: now)
         default:
             counters.ignored += 1
             return []
@@ -404,9 +498,11 @@ public struct HeartRateClient {
         case .readingSensorLocation:
             // Like the battery: not worth losing the heart rate for.
             return batteryOrStream(at: now)
-        case .findingBattery where done, .readingBattery:
+        case .findingBattery where done:
+            return batteryDone(.absent, at: now)
+        case .readingBattery:
             // A battery level we may not read is not worth losing the heart rate for.
-            return startStreaming(at: now)
+            return batteryDone(.unknown(.attError(during: step, error)), at: now)
         default:
             return fail(.attError(during: step, error), at: now, close: true)
         }
@@ -419,6 +515,8 @@ public struct HeartRateClient {
     }
 
     private mutating func servicesDone(at now: Instant) -> [Action] {
+        // The battery alone: whether the device is a heart-rate sensor is the scan's business.
+        if purpose == .readBattery { return batteryOrStream(at: now) }
         guard let hr = heartRate else { return fail(.notHeartRateSensor, at: now, close: true) }
         phase = .discoveringCharacteristics
         nextStart = hr.start
@@ -454,7 +552,9 @@ public struct HeartRateClient {
                 measurementEnd = range.end
             }
         }
-        let found = phase == .findingBattery ? batteryHandle != nil : (measurementHandle != nil && measurementEnd != range.end)
+        // The Heart Rate service is read to its end: 0x2A38 may sit anywhere in it (before 0x2A37,
+        // or after the declaration that bounds 0x2A37's descriptors, on a later page).
+        let found = phase == .findingBattery && batteryHandle != nil
         if found || last >= range.end { return phase == .findingBattery ? readBattery(at: now) : characteristicsDone(at: now) }
         nextStart = last + 1
         return request(.readByTypeRequest(start: last + 1, end: range.end, type: .uuid16(GATTNumber.characteristic)), at: now)
@@ -487,16 +587,22 @@ public struct HeartRateClient {
     }
 
     private mutating func batteryOrStream(at now: Instant) -> [Action] {
-        guard let b = battery else { return startStreaming(at: now) }
+        guard let b = battery else { return batteryDone(.absent, at: now) }
         phase = .findingBattery
         nextStart = b.start
         return request(.readByTypeRequest(start: b.start, end: b.end, type: .uuid16(GATTNumber.characteristic)), at: now)
     }
 
     private mutating func readBattery(at now: Instant) -> [Action] {
-        guard let handle = batteryHandle else { return startStreaming(at: now) }
+        guard let handle = batteryHandle else { return batteryDone(.absent, at: now) }
         phase = .readingBattery
         return request(.readRequest(handle: handle), at: now)
+    }
+
+    /// The battery step is over: stream (a level read is reported on the way), or hang up with it.
+    private mutating func batteryDone(_ reading: BatteryReading, at now: Instant) -> [Action] {
+        if purpose == .readBattery { return finish(reading, close: true) }
+        return (reading.level.map { [.batteryLevel($0)] } ?? []) + startStreaming(at: now)
     }
 
     private mutating func startStreaming(at now: Instant) -> [Action] {

@@ -38,7 +38,7 @@ final class NodeApp {
     /// `--pairing piconet`: answers the kernel's pairing questions for the hub's channel.
     var pairingAgent: PairingAgent?
     /// Set when a radio failed after start (e.g. LE advertising refused): `run` throws it.
-    var failure: NodeSettings.Invalid?
+    var failure: NodeFailure?
     let lights: BoardLights?
     var wearable: SimulatedWearable
     var batcher: SampleBatcher
@@ -160,11 +160,19 @@ final class NodeApp {
             loop.schedule(after: .milliseconds(Int64(settings.duration * 1000))) { [weakSelf] in weakSelf.owner?.shutdown() }
         }
         try attempt { () throws(IOError) in try loop.run() }
-        if let failure { throw failure.nodeFailure }
+        if let failure { throw failure }
     }
 
     func startHeartRate(_ hr: HeartRateSensorLink) {
-        hr.onEvent = { [weakSelf] e in weakSelf.owner?.log(e.description) }
+        hr.onEvent = { [weakSelf] e in
+            guard let self = weakSelf.owner else { return }
+            self.log(e.description)
+            // Retrying cannot help and streaming nothing would hide it: stop, exit 77.
+            if case let .problem(.permissionDenied(why), nil) = e, !self.stopping {
+                self.failure = .denied(description: "--hr-sensor \(hr.sensor): \(why)")
+                self.shutdown()
+            }
+        }
         hr.onMeasurement = { [weakSelf] m, at in
             guard let self = weakSelf.owner else { return }
             if self.realHeartRate.count >= Self.realHeartRateLimit { self.realHeartRate.removeFirst(); self.realHeartRateDropped += 1 }
@@ -194,8 +202,10 @@ final class NodeApp {
         }
         finder.onFailure = { [weakSelf] e in
             guard let self = weakSelf.owner else { return }
-            Console.err("piconet-node: --hr-sensor auto: LE scan on \(finder.adapter.name): \(e)\n")
-            self.failure = NodeSettings.Invalid(description: "--hr-sensor auto: the LE scan failed")
+            // One line (main prints it), the exit status from the kernel's answer: 77, 69 or 1.
+            let line = "--hr-sensor auto: LE scan on \(finder.adapter.name): \(e)"
+            self.failure = e.exitStatus == ExitStatus.permission ? .denied(description: line)
+                : .other(description: line, unavailable: e.exitStatus == ExitStatus.unavailable)
             self.shutdown()
         }
         log("heart-rate sensor auto: scanning \(finder.adapter.name) for the Heart Rate service (0x180D)")
@@ -218,7 +228,7 @@ final class NodeApp {
                 self.log("advertising \(self.settings.service) as '\(self.settings.name)' over Bluetooth LE on \(adapter) (\(host.bluetooth.adapter.address)) psm \(psm)")
             case let .failed(why):
                 Console.err("piconet-node: Bluetooth LE advertising: \(why)\n")
-                self.failure = NodeSettings.Invalid(description: "Bluetooth LE advertising failed")
+                self.failure = NodeSettings.Invalid(description: "Bluetooth LE advertising failed").nodeFailure
                 self.shutdown()
             }
         }
@@ -465,6 +475,8 @@ enum NodeFailure: Error, CustomStringConvertible {
     case system(IOError)
     /// Board profile, Bluetooth adapter, LE advertising, trust store: printed as their own text.
     case other(description: String, unavailable: Bool)
+    /// The OS refused for lack of privileges (a Bluetooth socket, an IIO device): exit 77.
+    case denied(description: String)
 
     var description: String {
         switch self {
@@ -472,6 +484,7 @@ enum NodeFailure: Error, CustomStringConvertible {
         case let .discovery(e): return e.description
         case let .system(e): return e.description
         case let .other(text, _): return text
+        case let .denied(text): return text
         }
     }
 
@@ -483,6 +496,7 @@ enum NodeFailure: Error, CustomStringConvertible {
             return e.isUnavailable ? ExitStatus.unavailable : ExitStatus.failure
         case let .other(_, unavailable): return unavailable ? ExitStatus.unavailable : ExitStatus.failure
         case .system: return ExitStatus.failure
+        case .denied: return ExitStatus.permission
         }
     }
 }
@@ -495,9 +509,17 @@ extension DiscoveryRuntimeError: NodeFailureConvertible { var nodeFailure: NodeF
 extension IOError: NodeFailureConvertible { var nodeFailure: NodeFailure { .system(self) } }
 extension BoardProfileError: NodeFailureConvertible { var nodeFailure: NodeFailure { .other(description: description, unavailable: false) } }
 extension IIODeviceError: NodeFailureConvertible {
-    var nodeFailure: NodeFailure { .other(description: "--motion: \(description)", unavailable: isUnavailable) }
+    var nodeFailure: NodeFailure {
+        if case .permission = self { return .denied(description: "--motion: \(description)") }
+        return .other(description: "--motion: \(description)", unavailable: isUnavailable)
+    }
 }
-extension BluetoothError: NodeFailureConvertible { var nodeFailure: NodeFailure { .other(description: description, unavailable: isUnavailable) } }
+extension BluetoothError: NodeFailureConvertible {
+    var nodeFailure: NodeFailure {
+        if case .permissionDenied = self { return .denied(description: description) }
+        return .other(description: description, unavailable: isUnavailable)
+    }
+}
 extension SessionHostError: NodeFailureConvertible {
     var nodeFailure: NodeFailure {
         switch self {

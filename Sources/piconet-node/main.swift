@@ -33,7 +33,7 @@ enum NodeCommand {
         trust-store, accept, encryption, profile, seed, motion-hz, board, boards-dir, transport, adapter, psm,
         security, pairing, hr-sensor, motion; and role, state-dir, gpio-chip, allow-list (older camelCase keys are accepted too).
         Exit status: 0 done, 1 failed while running, 64 bad option, 69 interface unavailable,
-        77 key file refused, 78 bad config file.
+        77 key file refused or permission denied (Bluetooth, IIO), 78 bad config file.
         Bluetooth: piconet-node --transport bluetooth --adapter hci1 --accept all (LE advertising, L2CAP PSM 129).
         """,
         options: [

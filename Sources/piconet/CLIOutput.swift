@@ -24,11 +24,12 @@ func cliFailure(_ command: String, _ message: String, code: Int32) -> ExitCode {
 func usageFailure(_ command: String, _ message: String) -> ExitCode { cliFailure(command, message, code: ExitStatus.usage) }
 
 /// The exit status of a failure while starting: 69 for what this machine does not offer (an
-/// interface, an adapter, a port), 77 for a key file readable by others, else `code`.
+/// interface, an adapter, a port), 77 for a key file readable by others or a Bluetooth socket
+/// refused for lack of privileges, else `code`.
 func exitStatus(_ error: any Error, else code: Int32 = ExitStatus.failure) -> Int32 {
     if error is DiscoveryRuntimeError { return ExitStatus.unavailable }
     if let e = error as? SessionHostError { return e.exitStatus }
-    if let e = error as? BluetoothError, e.isUnavailable { return ExitStatus.unavailable }
+    if let e = error as? BluetoothError, e.exitStatus != ExitStatus.failure { return e.exitStatus }
     if let e = error as? SessionRuntimeError, e.isUnavailable { return ExitStatus.unavailable }
     return code
 }

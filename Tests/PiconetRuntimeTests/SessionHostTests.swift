@@ -39,7 +39,7 @@ import Testing
         #expect(SessionHostError.bluetooth(.noBluetoothInKernel).exitStatus == ExitStatus.unavailable)
         #expect(SessionHostError.bluetooth(.noAdapter(requested: "hci9", available: [])).exitStatus == ExitStatus.unavailable)
         #expect(SessionHostError.bluetooth(.adapterDown("hci0", rfkillBlocked: true)).exitStatus == ExitStatus.unavailable)
-        #expect(SessionHostError.bluetooth(.permissionDenied("mgmt")).exitStatus == ExitStatus.failure)
+        #expect(SessionHostError.bluetooth(.permissionDenied("mgmt")).exitStatus == ExitStatus.permission)
         #expect(SessionHostError.session(.addressInUse(address: "0.0.0.0:5000")).exitStatus == ExitStatus.unavailable)
         #expect(SessionHostError.session(.noSuchInterface("no eth9")).exitStatus == ExitStatus.unavailable)
         #expect(SessionHostError.session(.keyFile(.tooOpen(path: "/k", mode: 0o644))).exitStatus == ExitStatus.permission)

@@ -18,6 +18,10 @@ struct FakeGATTServer {
     var mtu: UInt16 = ATTPDU.defaultMTU
     var supportsExchangeMTU = true
     var cccdHandle: UInt16 = 0x000D
+    /// The 0x2A37 value handle the strap notifies on.
+    var measurementHandle: UInt16 = 0x000C
+    /// Handles whose Read is answered with this ATT error instead of the value.
+    var readErrors: [UInt16: ATTErrorCode] = [:]
     var notificationsEnabled = false
     var requests: [UInt8] = []
 
@@ -98,6 +102,7 @@ struct FakeGATTServer {
             guard !hits.isEmpty else { return notFound(0x04, start) }
             return ATTPDU.findInformationResponse(hits.map { ATTHandleUUID(handle: $0.handle, uuid: .uuid16($0.type)) }).encoded()
         case let .readRequest(handle):
+            if let e = readErrors[handle] { return ATTPDU.errorResponse(requestOpcode: 0x0A, handle: handle, error: e).encoded() }
             guard let a = attributes.first(where: { $0.handle == handle }) else {
                 return ATTPDU.errorResponse(requestOpcode: 0x0A, handle: handle, error: .invalidHandle).encoded()
             }
@@ -138,11 +143,15 @@ final class GATTHarness {
     var problems: [HeartRateClientProblem] = []
     var retries: [Duration?] = []
     var streamingAt: [Instant] = []
+    /// `.readBattery`: the answers, and when they came.
+    var finished: [BatteryReading] = []
+    var finishedAt: [Instant] = []
     var notifier: RepeatingTimer?
 
-    init(server: FakeGATTServer, configuration: HeartRateClient.Configuration = HeartRateClient.Configuration()) {
+    init(server: FakeGATTServer, configuration: HeartRateClient.Configuration = HeartRateClient.Configuration(),
+         purpose: HeartRateClient.Purpose = .stream) {
         self.server = server
-        self.client = HeartRateClient(configuration: configuration)
+        self.client = HeartRateClient(configuration: configuration, purpose: purpose)
         notifier = loop.scheduleRepeating(every: .seconds(1)) { [unowned self] in self.notify() }
     }
 
@@ -154,7 +163,7 @@ final class GATTHarness {
         guard linkOpen, !stalled, server.notificationsEnabled else { return }
         beat += 1
         let m = HeartRateMeasurement(bpm: 60 + beat, contact: .detected, rrIntervals: [1024 - beat])
-        carryOut(client.received(ATTPDU.handleValueNotification(handle: 0x0C, value: m.encoded()).encoded(), at: loop.now))
+        carryOut(client.received(ATTPDU.handleValueNotification(handle: server.measurementHandle, value: m.encoded()).encoded(), at: loop.now))
     }
 
     /// The server goes away mid-stream: the kernel reports the link closed.
@@ -210,6 +219,9 @@ final class GATTHarness {
             case let .problem(p, retryIn):
                 problems.append(p)
                 retries.append(retryIn)
+            case let .finished(reading):
+                finished.append(reading)
+                finishedAt.append(loop.now)
             }
         }
         rearm()
@@ -437,5 +449,232 @@ final class GATTHarness {
         h.carryOut(h.client.received([0x1B, 0x0C, 0x00, 0x10, 60, 1], at: h.loop.now))
         #expect(h.client.counters.malformed == 1)
         #expect(h.client.phase == .streaming)
+    }
+}
+
+/// Heart Rate services laid out differently from BlueZ's example: 0x2A38 must be found wherever
+/// it sits, on whichever page of the characteristic discovery.
+@Suite struct BodySensorLocationOrderTests {
+    typealias A = FakeGATTServer.Attribute
+
+    /// A strap whose Heart Rate service (from 0x000A) declares `characteristics` in this order
+    /// (UUID, properties; 0x2A37 gets a CCCD), then a Battery service.
+    static func strap(_ characteristics: [(UInt16, UInt8)], location: UInt8 = 0x02) -> FakeGATTServer {
+        var s = FakeGATTServer.heartRateStrap()
+        s.attributes.removeAll { $0.handle >= 0x0A }
+        var h: UInt16 = 0x0A
+        s.attributes.append(A(handle: h, type: 0x2800, value: [0x0D, 0x18]))
+        for (uuid, props) in characteristics {
+            let value = h + 2
+            s.attributes.append(A(handle: h + 1, type: 0x2803, value: [props, UInt8(value & 0xFF), UInt8(value >> 8), UInt8(uuid & 0xFF), UInt8(uuid >> 8)]))
+            s.attributes.append(A(handle: value, type: uuid, value: uuid == 0x2A38 ? [location] : [0x00]))
+            h = value
+            if uuid == 0x2A37 {
+                s.measurementHandle = value
+                s.cccdHandle = value + 1
+                s.attributes.append(A(handle: value + 1, type: 0x2902, value: [0, 0]))
+                h = value + 1
+            }
+        }
+        s.attributes += [
+            A(handle: h + 1, type: 0x2800, value: [0x0F, 0x18]),
+            A(handle: h + 2, type: 0x2803, value: [0x12, UInt8((h + 3) & 0xFF), UInt8((h + 3) >> 8), 0x19, 0x2A]),
+            A(handle: h + 3, type: 0x2A19, value: [77]),
+        ]
+        return s
+    }
+
+    static let measurement: (UInt16, UInt8) = (0x2A37, 0x10)
+    static let location: (UInt16, UInt8) = (0x2A38, 0x02)
+    static let controlPoint: (UInt16, UInt8) = (0x2A39, 0x08)
+    /// A vendor characteristic (readable), as some straps add.
+    static let vendor: (UInt16, UInt8) = (0xFF01, 0x02)
+
+    @Test(arguments: [
+        [location, measurement, controlPoint],
+        [measurement, controlPoint, vendor, location],
+        [measurement, location, controlPoint, vendor],
+        [controlPoint, vendor, measurement, location],
+    ])
+    func isFoundWhereverItSits(_ order: [(UInt16, UInt8)]) {
+        // ATT_MTU 23 pages the declarations three at a time; 185 takes them in one response.
+        for exchangeMTU in [false, true] {
+            var server = Self.strap(order)
+            server.supportsExchangeMTU = exchangeMTU
+            let h = GATTHarness(server: server)
+            h.start()
+            h.loop.advance(by: .seconds(3))
+            #expect(h.client.phase == .streaming, "\(order.map { $0.0 }) mtu exchange \(exchangeMTU)")
+            #expect(h.locations == [.wrist], "\(order.map { $0.0 }) mtu exchange \(exchangeMTU)")
+            #expect(h.batteries == [77])
+            #expect(h.bpms.count >= 2)
+            #expect(h.server.notificationsEnabled)
+        }
+    }
+
+    /// A 0x2A38 that is not readable is not read (and the stream does not suffer).
+    @Test func anUnreadableLocationIsSkipped() {
+        let h = GATTHarness(server: Self.strap([Self.measurement, Self.controlPoint, (0x2A38, 0x00)]))
+        h.start()
+        h.loop.advance(by: .seconds(3))
+        #expect(h.client.phase == .streaming)
+        #expect(h.locations.isEmpty)
+        // One Read: the battery's.
+        #expect(h.server.requests.filter { $0 == ATTPDU.Opcode.readRequest }.count == 1)
+        #expect(h.batteries == [77])
+    }
+}
+
+/// `piconet sensors scan`'s battery read: `HeartRateClient` with purpose `.readBattery` against
+/// the fake server on the virtual loop: found, absent, timeout, error PDU, link lost.
+@Suite struct BatteryReadTests {
+    static func reader(_ server: FakeGATTServer, limit: Duration = .seconds(5)) -> GATTHarness {
+        var config = HeartRateClient.Configuration()
+        config.batteryReadLimit = limit
+        return GATTHarness(server: server, configuration: config, purpose: .readBattery)
+    }
+
+    @Test func readsTheLevelAndHangsUpWithoutSubscribing() {
+        let h = Self.reader(.heartRateStrap(battery: 87))
+        h.start()
+        h.loop.advance(by: .seconds(2))
+        #expect(h.finished == [.level(87)])
+        #expect(h.finished.first?.description == "87%")
+        #expect(h.client.phase == .finished)
+        #expect(h.client.nextDeadline == nil)
+        #expect(h.disconnects == 1)
+        // Only what the battery needs: MTU, services, the battery's characteristics, one Read.
+        #expect(!h.server.requests.contains(ATTPDU.Opcode.writeRequest))
+        #expect(!h.server.requests.contains(ATTPDU.Opcode.findInformationRequest))
+        #expect(h.server.requests.filter { $0 == ATTPDU.Opcode.readRequest }.count == 1)
+        #expect(h.bpms.isEmpty && h.problems.isEmpty && h.streamingAt.isEmpty)
+        // Never retried, never reconnected.
+        h.loop.advance(by: .seconds(60))
+        #expect(h.connects == 1)
+        #expect(h.finished.count == 1)
+    }
+
+    @Test func aDeviceWithoutABatteryServiceIsAbsent() {
+        let h = Self.reader(.heartRateStrap(withBattery: false))
+        h.start()
+        h.loop.advance(by: .seconds(2))
+        #expect(h.finished == [.absent])
+        #expect(h.finished.first?.description == "-")
+        #expect(h.disconnects == 1)
+        #expect(!h.server.requests.contains(ATTPDU.Opcode.readRequest))
+    }
+
+    @Test func aBatteryServiceWithoutTheLevelIsAbsent() {
+        var server = FakeGATTServer.heartRateStrap()
+        server.attributes.removeAll { $0.handle == 0x13 || $0.handle == 0x14 }
+        let h = Self.reader(server)
+        h.start()
+        h.loop.advance(by: .seconds(2))
+        #expect(h.finished == [.absent])
+        #expect(h.disconnects == 1)
+    }
+
+    /// The battery alone is asked for: a device without Heart Rate still gives its level.
+    @Test func doesNotRequireTheHeartRateService() {
+        let h = Self.reader(.notAStrap())
+        h.start()
+        h.loop.advance(by: .seconds(2))
+        #expect(h.finished == [.level(90)])
+    }
+
+    @Test func aStalledPeerIsUnknownAfterTheLimit() {
+        let h = Self.reader(.heartRateStrap(), limit: .seconds(5))
+        h.stalled = true
+        h.start()
+        h.loop.advance(by: .milliseconds(4_990))
+        #expect(h.finished.isEmpty)
+        h.loop.advance(by: .milliseconds(20))
+        #expect(h.finished == [.unknown(.timeout(during: "exchange MTU"))])
+        #expect(h.finished.first?.description == "unknown (timeout)")
+        #expect(h.finishedAt == [Instant.zero + .seconds(5)])
+        #expect(h.disconnects == 1)
+        h.loop.advance(by: .seconds(60))
+        #expect(h.connects == 1)
+    }
+
+    /// A connect that hangs is cut by the read's limit, not the 20 s connect timeout.
+    @Test func aHangingConnectIsUnknownAfterTheLimit() {
+        let h = Self.reader(.heartRateStrap(), limit: .seconds(3))
+        h.connectHangs = true
+        h.start()
+        h.loop.advance(by: .seconds(10))
+        #expect(h.finished == [.unknown(.timeout(during: "connect"))])
+        #expect(h.finishedAt == [Instant.zero + .seconds(3)])
+        #expect(h.connects == 1)
+    }
+
+    @Test func anErrorPDUOnTheReadIsUnknownWithTheError() {
+        var server = FakeGATTServer.heartRateStrap()
+        server.readErrors[0x14] = .readNotPermitted
+        let h = Self.reader(server)
+        h.start()
+        h.loop.advance(by: .seconds(2))
+        #expect(h.finished == [.unknown(.attError(during: "read the battery level", .readNotPermitted))])
+        #expect(h.finished.first?.description == "unknown (Read Not Permitted)")
+        #expect(h.disconnects == 1)
+        #expect(h.client.nextDeadline == nil)
+    }
+
+    /// An error on a discovery step (not the normal Attribute Not Found) ends the read too.
+    @Test func anErrorPDUDuringDiscoveryIsUnknown() {
+        var c = HeartRateClient(purpose: .readBattery)
+        _ = c.start(at: .zero)
+        _ = c.connected(at: .zero)
+        _ = c.received(ATTPDU.exchangeMTUResponse(serverMTU: 100).encoded(), at: .zero)
+        let actions = c.received(ATTPDU.errorResponse(requestOpcode: 0x10, handle: 1, error: .insufficientAuthentication).encoded(), at: .zero)
+        #expect(actions == [.disconnect, .finished(.unknown(.attError(during: "discover services", .insufficientAuthentication)))])
+        #expect(c.phase == .finished)
+    }
+
+    @Test func aLevelOver100IsUnknownNotShown() {
+        let h = Self.reader(.heartRateStrap(battery: 180))
+        h.start()
+        h.loop.advance(by: .seconds(2))
+        #expect(h.finished == [.unknown(.protocolViolation("battery level not 0-100 %"))])
+        #expect(h.client.counters.malformed == 1)
+    }
+
+    @Test func aLostLinkIsUnknown() {
+        let h = Self.reader(.heartRateStrap())
+        h.serverUp = false
+        h.start()
+        h.loop.advance(by: .seconds(2))
+        #expect(h.finished == [.unknown(.disconnected(reason: "Host is down"))])
+        #expect(h.finished.first?.description == "unknown (Host is down)")
+        #expect(h.disconnects == 0)
+    }
+
+    /// Permission refused opening the channel: the read ends unknown; a streaming client stops
+    /// for good (no back-off: the node exits 77 on it).
+    @Test func permissionIsNotRetried() {
+        var r = HeartRateClient(purpose: .readBattery)
+        _ = r.start(at: .zero)
+        #expect(r.refused(.permissionDenied("permission denied: socket"), at: .zero)
+            == [.finished(.unknown(.permissionDenied("permission denied: socket")))])
+        var s = HeartRateClient()
+        _ = s.start(at: .zero)
+        #expect(s.refused(.permissionDenied("permission denied: socket"), at: .zero)
+            == [.problem(.permissionDenied("permission denied: socket"), retryIn: nil)])
+        #expect(s.phase == .stopped)
+        #expect(s.nextDeadline == nil)
+        #expect(HeartRateClientProblem.permissionDenied("x").brief == "permission denied")
+    }
+
+    /// Streaming keeps its old rule: a battery it may not read does not cost the heart rate.
+    @Test func aStreamingClientStreamsWhenTheBatteryReadFails() {
+        var server = FakeGATTServer.heartRateStrap()
+        server.readErrors[0x14] = .insufficientAuthentication
+        let h = GATTHarness(server: server)
+        h.start()
+        h.loop.advance(by: .seconds(3))
+        #expect(h.client.phase == .streaming)
+        #expect(h.batteries.isEmpty)
+        #expect(h.bpms.count >= 2)
+        #expect(h.finished.isEmpty)
     }
 }
