@@ -196,21 +196,15 @@ public struct SealedFrame: WireCodable, Equatable, Sendable {
         self.body = body
     }
 
+    /// The header checks live in `LocatedSealedFrame(parsing:)`, shared with the hot path;
+    /// this adds the copy of the body.
     public init(parsing r: inout ByteReader) throws(WireError) {
-        let header = try FrameHeader(parsing: &r)
-        guard header.type.rawValue >= FrameType.invitation.rawValue, header.type.rawValue <= 0x1F else {
-            throw .invalidValue(field: "frame type", reason: "\(header.type) is not a sealed session frame")
-        }
-        guard header.flags & ~SealedFrame.encryptedFlag == 0 else {
-            throw .invalidValue(field: "flags", reason: "unknown flag bits \(header.flags)")
-        }
-        var p = try r.readSubReader(Int(header.payloadLength))
-        type = header.type
-        encrypted = header.flags & SealedFrame.encryptedFlag != 0
-        receiverIndex = try p.readUInt32()
-        counter = try p.readUInt64()
-        try p.require(SealedFrame.minimumBody)
-        body = p.readRemaining()
+        let located = try LocatedSealedFrame(parsing: &r)
+        type = located.type
+        encrypted = located.encrypted
+        receiverIndex = located.receiverIndex
+        counter = located.counter
+        body = Array(r.bytes[located.bodyStart..<located.end])
     }
 
     /// The header plus index and counter: what the AEAD authenticates besides the body.
