@@ -143,6 +143,8 @@ public final class UDPEndpoint: DatagramEndpoint {
     private var sendPool: DatagramBatch?
     // The sendmmsg vector over the send pool: one entry per datagram or GSO run.
     private var sendRuns: SendRuns?
+    // The array `onDatagram` sees, reused from datagram to datagram (see `deliver`).
+    private var lentBuffer: [UInt8] = []
     // Coalesced sends waiting in `sendPool[0..<pendingSends]`, and whether a flush is scheduled.
     private var pendingSends = 0
     private var flushScheduled = false
@@ -557,7 +559,7 @@ public final class UDPEndpoint: DatagramEndpoint {
         let pool = receivePool
         guard isReceiveOffloadActive, let segment = Self.receiveSegmentSize(&pool.headers[i].msg_hdr),
               pool.headers[i].msg_hdr.msg_flags & CInt(MSG_TRUNC) == 0 else {
-            if let d = datagram(inSlot: i) { statistics.received += 1; onDatagram?(d) }
+            if var d = datagram(inSlot: i) { deliver(&d, pool.received(i)) }
             return
         }
         let bytes = pool.received(i)
@@ -571,16 +573,28 @@ public final class UDPEndpoint: DatagramEndpoint {
         var start = 0
         while start < bytes.count, !socket.isClosed {
             let end = min(start + segment, bytes.count)
-            d.bytes = Array(UnsafeRawBufferPointer(rebasing: bytes[start..<end]))
-            statistics.received += 1
-            onDatagram?(d)
+            deliver(&d, UnsafeRawBufferPointer(rebasing: bytes[start..<end]))
             start = end
         }
     }
 
-    /// The datagram in receive slot `i`, or nil (counted) when it was cut, came from an address
-    /// we cannot represent or arrived on an interface we do not accept. With `whole: false`
-    /// (a GRO buffer, judged by its segment size) the bytes are left empty for the caller.
+    /// Calls `onDatagram` with `bytes` in `d`, copied into an array this endpoint lends for the
+    /// call and takes back after it: no allocation per datagram while handlers only read it
+    /// (as a session does). A handler that keeps the array keeps a valid copy: the next
+    /// datagram then finds the buffer shared and copy-on-write gives it a fresh one.
+    private func deliver(_ d: inout Datagram, _ bytes: UnsafeRawBufferPointer) {
+        swap(&d.bytes, &lentBuffer)
+        d.bytes.removeAll(keepingCapacity: true)
+        d.bytes.append(contentsOf: bytes.assumingMemoryBound(to: UInt8.self))
+        statistics.received += 1
+        onDatagram?(d)
+        swap(&d.bytes, &lentBuffer)
+    }
+
+    /// The datagram in receive slot `i` without its bytes (`deliver` lends them), or nil
+    /// (counted) when it was cut, came from an address we cannot represent or arrived on an
+    /// interface we do not accept. With `whole: false` (a GRO buffer, judged by its segment
+    /// size) the length is not checked here.
     private func datagram(inSlot i: Int, whole: Bool = true) -> Datagram? {
         let pool = receivePool
         let count = Int(pool.headers[i].msg_len)
@@ -597,7 +611,7 @@ public final class UDPEndpoint: DatagramEndpoint {
             statistics.foreignInterfaceDropped += 1
             return nil
         }
-        var d = Datagram(bytes: whole ? Array(pool.received(i)) : [], source: from)
+        var d = Datagram(bytes: [], source: from)
         if let info {
             d.interfaceIndex = info.index
             d.destination = info.destination.endpoint(port: localAddress.port)
