@@ -100,7 +100,13 @@ extension SessionMachine {
         // Parsed once, after the record layer vouched for the bytes.
         var message: SealedMessage?
         do {
-            message = try SealedMessage(type: f.type, decoding: plain)
+            if f.type == .data {   // the hot type: its payload goes into a recycled array
+                var spare = sparePayload
+                sparePayload = []
+                message = .data(try DataFrame(decoding: plain, reusing: &spare))
+            } else {
+                message = try SealedMessage(type: f.type, decoding: plain)
+            }
         } catch {
             if SealedMessage.knows(f.type) { statistics.malformedDropped += 1 } else { statistics.unknownLinkDropped += 1 }
         }

@@ -328,6 +328,23 @@ public struct DataFrame: WireCodable, Equatable, Sendable {
     }
 
     public init(parsing r: inout ByteReader) throws(WireError) {
+        kind = try DataFrame.parseKind(&r)
+        payload = r.readRemaining()
+    }
+
+    /// Parses the whole `bytes` with the payload copied into `spare`'s storage (taken, left
+    /// empty): a payload array handed back after its delivery serves the next frame with no
+    /// allocation. The same checks and result as `init(decoding:)`.
+    init(decoding bytes: [UInt8], reusing spare: inout [UInt8]) throws(WireError) {
+        var r = ByteReader(bytes)
+        kind = try DataFrame.parseKind(&r)
+        payload = []
+        swap(&payload, &spare)
+        payload.removeAll(keepingCapacity: true)
+        payload.append(contentsOf: bytes[r.offset..<r.end])
+    }
+
+    private static func parseKind(_ r: inout ByteReader) throws(WireError) -> Kind {
         let k = try r.readUInt8()
         switch k {
         case 0:
@@ -337,13 +354,12 @@ public struct DataFrame: WireCodable, Equatable, Sendable {
             guard count > 0, index < count else {
                 throw .invalidValue(field: "fragment", reason: "index \(index) of \(count)")
             }
-            kind = .reliable(seq: seq, fragmentIndex: index, fragmentCount: count)
+            return .reliable(seq: seq, fragmentIndex: index, fragmentCount: count)
         case 1:
-            kind = .unreliable(seq: try r.readUInt64())
+            return .unreliable(seq: try r.readUInt64())
         default:
             throw .invalidValue(field: "data kind", reason: "unknown value \(k)")
         }
-        payload = r.readRemaining()
     }
 
     public func encode(into w: inout ByteWriter) {

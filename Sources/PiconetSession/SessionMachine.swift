@@ -63,6 +63,9 @@ public struct SessionMachine {
     static let spareDatagramLimit = 16
     /// Larger arrays (a large-datagram path) are let go: the spares stay within 64 KiB.
     static let spareDatagramCapacity = 4096
+    /// A delivered `.received` payload's array, handed back by `recycle`: the next data
+    /// frame's payload is copied into it (no array per message received).
+    var sparePayload: [UInt8] = []
     public private(set) var isClosed = false
 
     /// The smallest datagram a session runs over: the largest handshake message (a 63-byte
@@ -361,12 +364,17 @@ public struct SessionMachine {
     /// Hands an actions array back once the driver carried them out (left empty): the
     /// next call's actions go into its storage, so a steady stream of datagrams allocates no
     /// array per call; the storage is kept only if the machine holds none of its own. The
-    /// datagrams of its `.send` actions (the transport copied them) are sealed into again;
-    /// one still shared (a transport that kept it) is copied on its next write, never changed.
+    /// datagrams of its `.send` actions (the transport copied them) are sealed into again, and
+    /// a `.received` payload takes the next data frame's payload; an array still shared (a
+    /// transport or an event consumer kept it) is copied on its next write, never changed.
     public mutating func recycle(_ spent: inout [SessionAction]) {
         for case let .send(bytes, _) in spent
         where spareDatagrams.count < Self.spareDatagramLimit && bytes.capacity <= Self.spareDatagramCapacity {
             spareDatagrams.append(bytes)
+        }
+        for case let .event(.received(bytes, _, _)) in spent
+        where sparePayload.capacity == 0 && bytes.capacity <= Self.spareDatagramCapacity {
+            sparePayload = bytes
         }
         spent.removeAll(keepingCapacity: true)
         guard actions.isEmpty, actions.capacity == 0 else { return }

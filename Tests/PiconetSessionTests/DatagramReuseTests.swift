@@ -1,4 +1,5 @@
 import PiconetLoop
+import PiconetTestSupport
 import PiconetWire
 import Testing
 
@@ -37,6 +38,47 @@ import Testing
         #expect(storage(next) != storage(held))
         #expect(p.deliveries(p.b.received(next, from: p.addressA, at: p.now)) == [[7, 8, 9]])
         #expect(p.deliveries(p.b.received(held, from: p.addressA, at: p.now)).isEmpty, "a replay of the held one is refused")
+    }
+
+    @Test func aDeliveredPayloadHandedBackTakesTheNextPayloadAndOneStillHeldIsNeverChanged() throws {
+        var p = MachinePair()
+        try p.connect()
+        let b = p.b.identity.peerID
+        func frame(_ m: [UInt8]) throws -> [UInt8] {
+            let (_, actions) = try p.a.send(m, to: [b], mode: .unreliable, now: p.now)
+            return try #require(sent(actions).first).bytes
+        }
+        var first = p.b.received(try frame([1, 2, 3]), from: p.addressA, at: p.now)
+        let firstStorage = storage(try #require(p.deliveries(first).first))
+        p.b.recycle(&first)
+        #expect(p.b.sparePayload.capacity > 0)
+        var second = p.b.received(try frame([4, 5, 6, 7]), from: p.addressA, at: p.now)
+        let held = try #require(p.deliveries(second).first)
+        #expect(held == [4, 5, 6, 7])
+        #expect(storage(held) == firstStorage, "the payload was copied into the handed-back array")
+        // An event consumer keeps `held`: the next payload must not land in it.
+        p.b.recycle(&second)
+        let third = p.b.received(try frame([8, 9]), from: p.addressA, at: p.now)
+        #expect(p.deliveries(third) == [[8, 9]])
+        #expect(held == [4, 5, 6, 7], "a payload still held is never changed")
+    }
+
+    @Test func parsingIntoASpareGivesWhatParsingGivesOnEveryBuffer() {
+        let frames = [DataFrame(kind: .unreliable(seq: 9), payload: [1, 2, 3]),
+                      DataFrame(kind: .reliable(seq: 3, fragmentIndex: 1, fragmentCount: 2), payload: [UInt8](repeating: 7, count: 40))]
+        var disagreements = 0
+        var spare: [UInt8] = [0xAA, 0xBB]   // old contents never leak into a payload
+        _ = WireChecks.randomBuffers(count: 5_000, seed: 31, mutating: frames.map { $0.encoded() }) { bytes in
+            let plain = try? DataFrame(decoding: bytes)
+            let reused = try? DataFrame(decoding: bytes, reusing: &spare)
+            if plain != reused { disagreements += 1 }
+            if let reused { spare = reused.payload }
+        }
+        for f in frames {
+            for n in 0..<f.encoded().count where (try? DataFrame(decoding: Array(f.encoded()[0..<n]), reusing: &spare)) != nil
+                && (try? DataFrame(decoding: Array(f.encoded()[0..<n]))) == nil { disagreements += 1 }
+        }
+        #expect(disagreements == 0)
     }
 
     @Test func theSparesAreBounded() throws {
