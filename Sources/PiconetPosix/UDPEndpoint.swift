@@ -153,6 +153,8 @@ public final class UDPEndpoint: DatagramEndpoint {
     /// What the deferred flush captures instead of `self` (Embedded Swift has no `weak`).
     private lazy var handle = OwnerHandle(self)
     deinit { handle.sever() }
+    /// The deferred flush, made once: scheduling the same closure every turn allocates nothing.
+    private lazy var scheduledFlush: () -> Void = { [handle] in handle.owner?.flushPendingSends() }
     // A coalesced flush met EAGAIN: sends answer `.wouldBlock` until the socket is writable.
     private var sendStalled = false
 
@@ -283,7 +285,7 @@ public final class UDPEndpoint: DatagramEndpoint {
             flushPendingSends()
         } else if !flushScheduled {
             flushScheduled = true
-            _ = loop.schedule(after: .zero) { [handle] in handle.owner?.flushPendingSends() }
+            _ = loop.schedule(after: .zero, scheduledFlush)
         }
         return .sent
     }
