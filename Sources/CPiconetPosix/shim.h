@@ -89,4 +89,12 @@ static inline struct cmsghdr *piconet_cmsg_firsthdr(struct msghdr *m) { return C
 static inline struct cmsghdr *piconet_cmsg_nxthdr(struct msghdr *m, struct cmsghdr *c) { return CMSG_NXTHDR(m, c); }
 static inline unsigned char *piconet_cmsg_data(struct cmsghdr *c) { return CMSG_DATA(c); }
 static inline size_t piconet_cmsg_space(size_t n) { return CMSG_SPACE(n); }
+static inline size_t piconet_cmsg_len(size_t n) { return CMSG_LEN(n); }
+
+// UDP generic segmentation / receive offload (Linux 4.18 / 5.0): the option names from
+// <netinet/udp.h> and the level (SOL_UDP is IPPROTO_UDP), as plain ints.
+#include <netinet/udp.h>
+static const int piconet_sol_udp = IPPROTO_UDP;
+static const int piconet_udp_segment = UDP_SEGMENT;
+static const int piconet_udp_gro = UDP_GRO;
 #endif

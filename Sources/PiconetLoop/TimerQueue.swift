@@ -39,12 +39,17 @@ public struct TimerQueue<Payload> {
         return removed
     }
 
+    // Direct subscripts, not `first` / `swapAt`: those are Collection defaults that this generic
+    // code (specialised nowhere: the loop in another module calls it) reaches through witness
+    // tables, and each such access allocated a coroutine frame: several mallocs per timer.
+
     /// The earliest pending deadline, if any.
-    public var nextDeadline: Instant? { heap.first?.deadline }
+    public var nextDeadline: Instant? { heap.isEmpty ? nil : heap[0].deadline }
 
     /// Removes and returns the earliest timer if its deadline is at or before `now`.
     public mutating func popDue(at now: Instant) -> (id: TimerID, deadline: Instant, payload: Payload)? {
-        guard let top = heap.first, top.deadline <= now else { return nil }
+        guard !heap.isEmpty, heap[0].deadline <= now else { return nil }
+        let top = heap[0]
         removeTop()
         live.remove(top.seq)
         dropCancelledTop()
@@ -52,7 +57,7 @@ public struct TimerQueue<Payload> {
     }
 
     private mutating func dropCancelledTop() {
-        while let top = heap.first, !live.contains(top.seq) { removeTop() }
+        while !heap.isEmpty, !live.contains(heap[0].seq) { removeTop() }
     }
 
     private mutating func removeTop() {
@@ -67,7 +72,7 @@ public struct TimerQueue<Payload> {
         var i = i
         while i > 0 {
             let p = (i - 1) / 2
-            if heap[i].before(heap[p]) { heap.swapAt(i, p); i = p } else { return }
+            if heap[i].before(heap[p]) { exchange(i, p); i = p } else { return }
         }
     }
 
@@ -80,8 +85,14 @@ public struct TimerQueue<Payload> {
             if l < n && heap[l].before(heap[m]) { m = l }
             if r < n && heap[r].before(heap[m]) { m = r }
             if m == i { return }
-            heap.swapAt(i, m)
+            exchange(i, m)
             i = m
         }
+    }
+
+    private mutating func exchange(_ i: Int, _ j: Int) {
+        let t = heap[i]
+        heap[i] = heap[j]
+        heap[j] = t
     }
 }

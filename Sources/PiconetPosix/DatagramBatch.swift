@@ -17,7 +17,7 @@ final class DatagramBatch {
     private let payload: UnsafeMutableRawPointer
     let names: UnsafeMutablePointer<sockaddr_storage>
     private let control: UnsafeMutableRawPointer
-    private let iovecs: UnsafeMutablePointer<iovec>
+    let iovecs: UnsafeMutablePointer<iovec>
     let headers: UnsafeMutablePointer<piconet_mmsghdr>
 
     init(capacity: Int, slotSize: Int) {

@@ -144,4 +144,7 @@ public struct Errno: RawRepresentable, Hashable, Sendable {
     public static let permissionDenied = Errno(rawValue: EACCES)
     public static let isADirectory = Errno(rawValue: EISDIR)
     public static let fileTooLarge = Errno(rawValue: EFBIG)
+    public static let invalidArgument = Errno(rawValue: EINVAL)
+    public static let ioError = Errno(rawValue: EIO)
+    public static let protocolNotAvailable = Errno(rawValue: ENOPROTOOPT)
 }

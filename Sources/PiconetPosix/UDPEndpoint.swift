@@ -24,6 +24,12 @@ import PiconetLoop
 ///   acknowledgements for a batch of received datagrams cost one syscall. With
 ///   `firstSendOfTurnDirect` too, the first datagram of a loop turn goes out at once (a lone
 ///   message waits for nothing) and only the turn's later ones are coalesced.
+/// - Offloads (`Options.segmentationOffload`, `.receiveOffload`): a `sendmmsg` entry carries a
+///   whole run of equal-size datagrams to one peer with UDP_SEGMENT (GSO: the kernel cuts them,
+///   one trip down the stack per run), and with UDP_GRO the kernel may hand one buffer holding
+///   several datagrams from one source, which is cut back into datagrams here before
+///   `onDatagram` sees any. A kernel that refuses GSO (EINVAL, EIO, ENOPROTOOPT) gets the run
+///   again one datagram per entry, and this socket sends without GSO from then on.
 /// - IPv4 today; addresses are converted in one place (`SocketAddress`) so IPv6 can follow.
 ///
 /// Lives on its loop (not `Sendable`) and until `close()`.
@@ -66,6 +72,15 @@ public final class UDPEndpoint: DatagramEndpoint {
         /// The filter for several interfaces, where one SO_BINDTODEVICE cannot say it; setting it
         /// turns `receivePacketInfo` on.
         public var acceptedInterfaces: [Int]?
+        /// UDP GSO for `send(batch:)` and coalesced flushes: runs of equal-size datagrams to one
+        /// destination (the last may be shorter; up to 64, at most 65507 bytes) go as one
+        /// UDP_SEGMENT entry. Falls back for good on this socket when the kernel refuses it.
+        public var segmentationOffload = false
+        /// UDP GRO: the kernel may coalesce datagrams of one flow into one buffer (with their
+        /// size in a UDP_GRO control message); they are split back before delivery. The receive
+        /// slots grow to 64 KiB (address space) so a coalesced buffer is never cut. Ignored where
+        /// the kernel lacks the option (`isReceiveOffloadActive` says which).
+        public var receiveOffload = false
 
         public init(reuseAddress: Bool = false, reusePort: Bool = false, receivePacketInfo: Bool = true,
                     maximumDatagramSize: Int = 65_507) {
@@ -98,6 +113,12 @@ public final class UDPEndpoint: DatagramEndpoint {
         public var sendErrors = 0
         /// Coalesced datagrams dropped because the send buffer was full at the flush.
         public var coalescedDropped = 0
+        /// GSO runs the kernel took (each several datagrams, counted in `sent` one by one).
+        public var segmentedRuns = 0
+        /// Runs the kernel refused as GSO (EINVAL, EIO, ENOPROTOOPT) and that went again one by one.
+        public var segmentationFallbacks = 0
+        /// GRO buffers that held several datagrams and were split (each counted in `received`).
+        public var coalescedReceives = 0
     }
 
     public let loop: EpollLoop
@@ -110,10 +131,20 @@ public final class UDPEndpoint: DatagramEndpoint {
     public var onWritable: (() -> Void)?
     public private(set) var statistics = Statistics()
     public var isClosed: Bool { socket.isClosed }
+    /// Whether sends still use UDP GSO: asked for, and not refused by the kernel yet.
+    public private(set) var isSegmentationActive: Bool
+    /// Whether the kernel took UDP_GRO on this socket.
+    public private(set) var isReceiveOffloadActive = false
+    /// The largest GRO buffer (the kernel stops coalescing below 64 KiB).
+    static let receiveOffloadBufferSize = 65_536
 
     // The receive pool, reused for every batch; the send pool, made on the first batch send.
     private let receivePool: DatagramBatch
     private var sendPool: DatagramBatch?
+    // The sendmmsg vector over the send pool: one entry per datagram or GSO run.
+    private var sendRuns: SendRuns?
+    // The array `onDatagram` sees, reused from datagram to datagram (see `deliver`).
+    private var lentBuffer: [UInt8] = []
     // Coalesced sends waiting in `sendPool[0..<pendingSends]`, and whether a flush is scheduled.
     private var pendingSends = 0
     private var flushScheduled = false
@@ -122,6 +153,8 @@ public final class UDPEndpoint: DatagramEndpoint {
     /// What the deferred flush captures instead of `self` (Embedded Swift has no `weak`).
     private lazy var handle = OwnerHandle(self)
     deinit { handle.sever() }
+    /// The deferred flush, made once: scheduling the same closure every turn allocates nothing.
+    private lazy var scheduledFlush: () -> Void = { [handle] in handle.owner?.flushPendingSends() }
     // A coalesced flush met EAGAIN: sends answer `.wouldBlock` until the socket is writable.
     private var sendStalled = false
 
@@ -133,6 +166,7 @@ public final class UDPEndpoint: DatagramEndpoint {
         }
         self.loop = loop
         self.options = options
+        isSegmentationActive = options.segmentationOffload
         socket = OwnedDescriptor(taking: try Sys.socket(domain: sa.family, type: piconet_sock_dgram))
         let fd = socket.rawValue
         if options.reuseAddress { try Sys.setSocketOption(fd, SOL_SOCKET, SO_REUSEADDR, 1) }
@@ -143,9 +177,14 @@ public final class UDPEndpoint: DatagramEndpoint {
         if let device = options.device { try Sys.bindToDevice(fd, device) }
         try Sys.bind(fd, sa)
         localAddress = try Sys.localAddress(fd)?.endpoint ?? address
+        // A kernel without UDP_GRO (before 5.0) says ENOPROTOOPT: datagrams then come one by one.
+        if options.receiveOffload {
+            isReceiveOffloadActive = (try? Sys.setSocketOption(fd, piconet_sol_udp, piconet_udp_gro, 1)) != nil
+        }
         // One byte more than the limit so an oversized datagram shows up as MSG_TRUNC.
-        receivePool = DatagramBatch(capacity: min(max(options.receiveBatchSize, 1), 1024),
-                                    slotSize: options.maximumDatagramSize + 1)
+        var slotSize = options.maximumDatagramSize + 1
+        if isReceiveOffloadActive { slotSize = max(slotSize, Self.receiveOffloadBufferSize) }
+        receivePool = DatagramBatch(capacity: min(max(options.receiveBatchSize, 1), 1024), slotSize: slotSize)
         // The loop holds us (strongly) while registered, like an open channel; close() breaks the cycle.
         registration = try loop.register(socket.descriptor, interest: .read) { events in
             self.handle(events)
@@ -246,7 +285,7 @@ public final class UDPEndpoint: DatagramEndpoint {
             flushPendingSends()
         } else if !flushScheduled {
             flushScheduled = true
-            _ = loop.schedule(after: .zero) { [handle] in handle.owner?.flushPendingSends() }
+            _ = loop.schedule(after: .zero, scheduledFlush)
         }
         return .sent
     }
@@ -259,24 +298,62 @@ public final class UDPEndpoint: DatagramEndpoint {
         let count = pendingSends
         pendingSends = 0
         guard !socket.isClosed else { return }
-        var first = 0
-        while first < count {
-            let result = Result { () throws(IOError) in try Sys.sendmmsg(socket.rawValue, pool.headers + first, count: count - first) }
+        if let stalled = transmit(pool, count: count, refused: { _, _ in }) {
+            statistics.coalescedDropped += count - stalled
+            sendStalled = true
+            if let registration { try? loop.modify(registration, interest: [.read, .write]) }
+        }
+    }
+
+    /// Sends the send pool's slots `0..<count` with as few `sendmmsg` calls as the kernel allows,
+    /// GSO runs where `isSegmentationActive` (`SendRuns`). A partial send resumes with the first
+    /// entry the kernel did not take. A datagram refused on its own is counted in `sendErrors`,
+    /// passed to `refused` with its slot and skipped; a refused GSO run goes again one datagram
+    /// per entry (so only the datagram that really fails is lost), and a refusal that says the
+    /// kernel cannot segment turns GSO off for this socket. Returns the first slot not attempted
+    /// because the send buffer is full (EAGAIN, or the kernel took none), or nil when all were handled.
+    /// The corresponding C functions are `sendmmsg`, and `sendmsg` with UDP_SEGMENT per entry.
+    private func transmit(_ pool: DatagramBatch, count: Int, refused: (_ slot: Int, _ error: IOError) -> Void) -> Int? {
+        let runs: SendRuns
+        if let sendRuns { runs = sendRuns } else { runs = SendRuns(capacity: pool.capacity); sendRuns = runs }
+        var next = 0
+        var singlesUntil = 0 // slots of a refused run go again one per entry
+        while next < count {
+            let segmentFrom = isSegmentationActive ? max(next, singlesUntil) : count
+            let entries = runs.plan(pool, from: next, to: count, segmentFrom: segmentFrom)
+            let result = Result { () throws(IOError) in try Sys.sendmmsg(socket.rawValue, runs.entries, count: entries) }
             switch result {
             case let .success(.processed(n)) where n > 0:
                 statistics.sendBatches += 1
-                statistics.sent += n
-                first += n
+                for e in 0..<min(n, entries) {
+                    let k = runs.slotCount(e)
+                    if k > 1 { statistics.segmentedRuns += 1 }
+                    statistics.sent += k
+                    next += k
+                }
             case .success(.processed), .success(.wouldBlock):
-                statistics.coalescedDropped += count - first
-                sendStalled = true
-                if let registration { try? loop.modify(registration, interest: [.read, .write]) }
-                return
-            case .failure:
-                statistics.sendErrors += 1
-                first += 1
+                return next   // the kernel took none without an error: a full buffer, never spin
+            case let .failure(error):
+                let k = runs.slotCount(0)
+                if k > 1 {
+                    if Self.refusesSegmentation(error.errno) {
+                        isSegmentationActive = false
+                        statistics.segmentationFallbacks += 1
+                    }
+                    singlesUntil = next + k
+                } else {
+                    statistics.sendErrors += 1
+                    refused(next, error)
+                    next += 1
+                }
             }
         }
+        return nil
+    }
+
+    /// The answers of a kernel (or a device, or a path MTU) that cannot do UDP GSO.
+    private static func refusesSegmentation(_ errno: Int32) -> Bool {
+        errno == EINVAL || errno == EIO || errno == ENOPROTOOPT
     }
 
     /// Sends `bytes` out of the interface with index `interfaceIndex` (IP_PKTINFO on sendmsg),
@@ -390,33 +467,24 @@ public final class UDPEndpoint: DatagramEndpoint {
                 }
                 next += 1
             }
-            var first = 0
-            while first < filled {
-                let result = Result { () throws(IOError) in try Sys.sendmmsg(socket.rawValue, pool.headers + first, count: filled - first) }
-                switch result {
-                case let .success(.processed(count)) where count > 0:
-                    statistics.sendBatches += 1
-                    statistics.sent += count
-                    outcome.sent += count
-                    first += count // a partial send resumes with the first datagram not taken
-                case .success(.processed):
-                    // The kernel took none without an error: treat as a full buffer, never spin.
-                    fallthrough
-                case .success(.wouldBlock):
-                    statistics.wouldBlock += 1
-                    if let registration { try? loop.modify(registration, interest: [.read, .write]) }
-                    outcome.stalledAt = slotIndex[first]
-                    return outcome
-                case let .failure(error):
-                    // The first datagram of this call was refused on its own: report it, go on.
-                    let size = batch[slotIndex[first]].bytes.count
-                    let transport = error.errno == EMSGSIZE
-                        ? TransportError.messageTooLarge(size: size, limit: options.maximumDatagramSize) : error.transportError
-                    statistics.sendErrors += 1
-                    outcome.failures.append(.init(index: slotIndex[first], error: transport))
-                    first += 1
-                }
+            var refusedCount = 0
+            let stalled = transmit(pool, count: filled) { slot, error in
+                // A datagram refused on its own: report it, go on.
+                let size = batch[slotIndex[slot]].bytes.count
+                let transport = error.errno == EMSGSIZE
+                    ? TransportError.messageTooLarge(size: size, limit: options.maximumDatagramSize) : error.transportError
+                outcome.failures.append(.init(index: slotIndex[slot], error: transport))
+                refusedCount += 1
             }
+            if let stalled {
+                outcome.sent += stalled - refusedCount
+                statistics.wouldBlock += 1
+                if let registration { try? loop.modify(registration, interest: [.read, .write]) }
+                outcome.stalledAt = slotIndex[stalled]
+                outcome.failures.sort { $0.index < $1.index }
+                return outcome
+            }
+            outcome.sent += filled - refusedCount
         }
         outcome.failures.sort { $0.index < $1.index }
         return outcome
@@ -479,7 +547,7 @@ public final class UDPEndpoint: DatagramEndpoint {
                 if count > 0 { statistics.receiveBatches += 1 }
                 taken += count
                 for i in 0..<count where !socket.isClosed {
-                    if let d = datagram(inSlot: i) { statistics.received += 1; onDatagram?(d) }
+                    deliverDatagrams(inSlot: i)
                 }
                 // A short batch emptied the queue: skip the call that would only say EAGAIN.
                 if count < wanted { return }
@@ -487,12 +555,52 @@ public final class UDPEndpoint: DatagramEndpoint {
         }
     }
 
-    /// The datagram in receive slot `i`, or nil (counted) when it was cut, came from an address
-    /// we cannot represent or arrived on an interface we do not accept.
-    private func datagram(inSlot i: Int) -> Datagram? {
+    /// Hands the datagrams of receive slot `i` to `onDatagram`: the one it holds, or each one a
+    /// GRO buffer holds (cut at the UDP_GRO size; the last may be shorter), in order.
+    private func deliverDatagrams(inSlot i: Int) {
+        let pool = receivePool
+        guard isReceiveOffloadActive, let segment = Self.receiveSegmentSize(&pool.headers[i].msg_hdr),
+              pool.headers[i].msg_hdr.msg_flags & CInt(MSG_TRUNC) == 0 else {
+            if var d = datagram(inSlot: i) { deliver(&d, pool.received(i)) }
+            return
+        }
+        let bytes = pool.received(i)
+        let pieces = (bytes.count + segment - 1) / segment
+        guard segment <= options.maximumDatagramSize else {
+            statistics.truncatedDropped += pieces   // each one larger than we accept
+            return
+        }
+        guard var d = datagram(inSlot: i, whole: false) else { return }
+        if pieces > 1 { statistics.coalescedReceives += 1 }
+        var start = 0
+        while start < bytes.count, !socket.isClosed {
+            let end = min(start + segment, bytes.count)
+            deliver(&d, UnsafeRawBufferPointer(rebasing: bytes[start..<end]))
+            start = end
+        }
+    }
+
+    /// Calls `onDatagram` with `bytes` in `d`, copied into an array this endpoint lends for the
+    /// call and takes back after it: no allocation per datagram while handlers only read it
+    /// (as a session does). A handler that keeps the array keeps a valid copy: the next
+    /// datagram then finds the buffer shared and copy-on-write gives it a fresh one.
+    private func deliver(_ d: inout Datagram, _ bytes: UnsafeRawBufferPointer) {
+        swap(&d.bytes, &lentBuffer)
+        d.bytes.removeAll(keepingCapacity: true)
+        d.bytes.append(contentsOf: bytes.assumingMemoryBound(to: UInt8.self))
+        statistics.received += 1
+        onDatagram?(d)
+        swap(&d.bytes, &lentBuffer)
+    }
+
+    /// The datagram in receive slot `i` without its bytes (`deliver` lends them), or nil
+    /// (counted) when it was cut, came from an address we cannot represent or arrived on an
+    /// interface we do not accept. With `whole: false` (a GRO buffer, judged by its segment
+    /// size) the length is not checked here.
+    private func datagram(inSlot i: Int, whole: Bool = true) -> Datagram? {
         let pool = receivePool
         let count = Int(pool.headers[i].msg_len)
-        if pool.headers[i].msg_hdr.msg_flags & CInt(MSG_TRUNC) != 0 || count > options.maximumDatagramSize {
+        if whole, pool.headers[i].msg_hdr.msg_flags & CInt(MSG_TRUNC) != 0 || count > options.maximumDatagramSize {
             statistics.truncatedDropped += 1
             return nil
         }
@@ -505,12 +613,27 @@ public final class UDPEndpoint: DatagramEndpoint {
             statistics.foreignInterfaceDropped += 1
             return nil
         }
-        var d = Datagram(bytes: Array(pool.received(i)), source: from)
+        var d = Datagram(bytes: [], source: from)
         if let info {
             d.interfaceIndex = info.index
             d.destination = info.destination.endpoint(port: localAddress.port)
         }
         return d
+    }
+
+    /// The UDP_GRO control message's segment size: present only when the kernel coalesced
+    /// several datagrams into this buffer. Nil otherwise (or for a nonsensical size of 0).
+    private static func receiveSegmentSize(_ msg: inout msghdr) -> Int? {
+        var c = piconet_cmsg_firsthdr(&msg)
+        while let h = c {
+            if h.pointee.cmsg_level == piconet_sol_udp, h.pointee.cmsg_type == piconet_udp_gro,
+               let data = piconet_cmsg_data(h) {
+                let size = Int(UnsafeRawPointer(data).loadUnaligned(as: CInt.self))
+                return size > 0 ? size : nil
+            }
+            c = piconet_cmsg_nxthdr(&msg, h)
+        }
+        return nil
     }
 
     /// Finds IP_PKTINFO in the control messages (walked with the kernel's CMSG macros).

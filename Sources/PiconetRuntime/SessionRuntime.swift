@@ -128,6 +128,8 @@ public final class UDPSessionHost {
             options.sendBufferSize = 1 << 20
         options.coalesceSends = true // one sendmmsg per loop callback (a burst, the acks of a batch)
         options.firstSendOfTurnDirect = true // ... after its first datagram, which leaves at once (latency)
+        options.segmentationOffload = true // a run of equal datagrams to one peer: one GSO entry
+        options.receiveOffload = true // UDP_GRO buffers, split back into datagrams
             return try UDPEndpoint(loop: loop, bindTo: address, options: options)
         } catch {
             throw .socket(address: address.description, reason: "\(error)")

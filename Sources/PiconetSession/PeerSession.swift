@@ -187,9 +187,8 @@ public final class PeerSession {
 #endif
             }
         }
-        // The array goes back to the machine, emptied with its storage: the next input's
-        // actions need no new array (one per datagram otherwise).
-        actions.removeAll(keepingCapacity: true)
+        // The array goes back to the machine, with the datagrams just sent, and is emptied
+        // there: the next input's actions and datagrams need no new arrays.
         machine.recycle(&actions)
         rearm()
     }

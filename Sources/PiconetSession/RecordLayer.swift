@@ -57,11 +57,20 @@ struct RecordLayer {
         seal(EncodedInner(bytes: plain), type: type, receiverIndex: receiverIndex, now: now)
     }
 
+    /// The same, into a new array.
+    mutating func seal<T: WireCodable>(_ inner: T, type: FrameType, receiverIndex: UInt32, now: Instant) -> Sealed {
+        var none: [UInt8] = []
+        return seal(inner, type: type, receiverIndex: receiverIndex, now: now, reusing: &none)
+    }
+
     /// Seals the inner frame `inner` as one `SealedFrame`: the datagram is written once, in
     /// one array of its final size (header, index, counter, inner frame, room for the tag), and
     /// the AEAD encrypts the body where it lies and puts the tag after it. No intermediate
     /// array: one allocation per frame, the datagram handed to the transport.
-    mutating func seal<T: WireCodable>(_ inner: T, type: FrameType, receiverIndex: UInt32, now: Instant) -> Sealed {
+    ///
+    /// `spare` (taken, left empty) is a spent datagram's array to write into instead of a new one.
+    mutating func seal<T: WireCodable>(_ inner: T, type: FrameType, receiverIndex: UInt32, now: Instant,
+                                       reusing spare: inout [UInt8]) -> Sealed {
         let interval = rekeyAfterFrames
         if let started = sendEpochStarted, now - started >= rekeyAfterTime {
             // Time limit: jump the counter to the next epoch boundary; the receiver
@@ -82,7 +91,7 @@ struct RecordLayer {
         let plainLength = inner.encodedLength
         let adLength = LocatedSealedFrame.associatedLength
         let total = adLength + plainLength + SealedFrame.minimumBody
-        var w = ByteWriter(capacity: total)
+        var w = ByteWriter(reusing: &spare, capacity: total)
         FrameHeader(type: type, flags: encrypted ? SealedFrame.encryptedFlag : 0,
                     payloadLength: UInt16(clamping: SealedFrame.fixedLength + plainLength + SealedFrame.minimumBody)).encode(into: &w)
         w.writeUInt32(receiverIndex)

@@ -20,7 +20,8 @@ extension SessionMachine {
     mutating func seal<T: WireCodable>(_ inner: T, type: FrameType, link l: inout Link, now: Instant) {
         // Optional chaining works on the link's record layer in place (no copy of its window).
         let remoteIndex = l.remoteIndex
-        guard let sealed = l.record?.seal(inner, type: type, receiverIndex: remoteIndex, now: now) else { return }
+        var spare = spareDatagrams.popLast() ?? []
+        guard let sealed = l.record?.seal(inner, type: type, receiverIndex: remoteIndex, now: now, reusing: &spare) else { return }
         statistics.rekeys += sealed.rekeys
         guard let bytes = sealed.bytes else { return }
         guard bytes.count <= l.datagramSize else {
@@ -99,7 +100,13 @@ extension SessionMachine {
         // Parsed once, after the record layer vouched for the bytes.
         var message: SealedMessage?
         do {
-            message = try SealedMessage(type: f.type, decoding: plain)
+            if f.type == .data {   // the hot type: its payload goes into a recycled array
+                var spare = sparePayload
+                sparePayload = []
+                message = .data(try DataFrame(decoding: plain, reusing: &spare))
+            } else {
+                message = try SealedMessage(type: f.type, decoding: plain)
+            }
         } catch {
             if SealedMessage.knows(f.type) { statistics.malformedDropped += 1 } else { statistics.unknownLinkDropped += 1 }
         }

@@ -196,21 +196,15 @@ public struct SealedFrame: WireCodable, Equatable, Sendable {
         self.body = body
     }
 
+    /// The header checks live in `LocatedSealedFrame(parsing:)`, shared with the hot path;
+    /// this adds the copy of the body.
     public init(parsing r: inout ByteReader) throws(WireError) {
-        let header = try FrameHeader(parsing: &r)
-        guard header.type.rawValue >= FrameType.invitation.rawValue, header.type.rawValue <= 0x1F else {
-            throw .invalidValue(field: "frame type", reason: "\(header.type) is not a sealed session frame")
-        }
-        guard header.flags & ~SealedFrame.encryptedFlag == 0 else {
-            throw .invalidValue(field: "flags", reason: "unknown flag bits \(header.flags)")
-        }
-        var p = try r.readSubReader(Int(header.payloadLength))
-        type = header.type
-        encrypted = header.flags & SealedFrame.encryptedFlag != 0
-        receiverIndex = try p.readUInt32()
-        counter = try p.readUInt64()
-        try p.require(SealedFrame.minimumBody)
-        body = p.readRemaining()
+        let located = try LocatedSealedFrame(parsing: &r)
+        type = located.type
+        encrypted = located.encrypted
+        receiverIndex = located.receiverIndex
+        counter = located.counter
+        body = Array(r.bytes[located.bodyStart..<located.end])
     }
 
     /// The header plus index and counter: what the AEAD authenticates besides the body.
@@ -334,6 +328,23 @@ public struct DataFrame: WireCodable, Equatable, Sendable {
     }
 
     public init(parsing r: inout ByteReader) throws(WireError) {
+        kind = try DataFrame.parseKind(&r)
+        payload = r.readRemaining()
+    }
+
+    /// Parses the whole `bytes` with the payload copied into `spare`'s storage (taken, left
+    /// empty): a payload array handed back after its delivery serves the next frame with no
+    /// allocation. The same checks and result as `init(decoding:)`.
+    init(decoding bytes: [UInt8], reusing spare: inout [UInt8]) throws(WireError) {
+        var r = ByteReader(bytes)
+        kind = try DataFrame.parseKind(&r)
+        payload = []
+        swap(&payload, &spare)
+        payload.removeAll(keepingCapacity: true)
+        payload.append(contentsOf: bytes[r.offset..<r.end])
+    }
+
+    private static func parseKind(_ r: inout ByteReader) throws(WireError) -> Kind {
         let k = try r.readUInt8()
         switch k {
         case 0:
@@ -343,13 +354,12 @@ public struct DataFrame: WireCodable, Equatable, Sendable {
             guard count > 0, index < count else {
                 throw .invalidValue(field: "fragment", reason: "index \(index) of \(count)")
             }
-            kind = .reliable(seq: seq, fragmentIndex: index, fragmentCount: count)
+            return .reliable(seq: seq, fragmentIndex: index, fragmentCount: count)
         case 1:
-            kind = .unreliable(seq: try r.readUInt64())
+            return .unreliable(seq: try r.readUInt64())
         default:
             throw .invalidValue(field: "data kind", reason: "unknown value \(k)")
         }
-        payload = r.readRemaining()
     }
 
     public func encode(into w: inout ByteWriter) {

@@ -57,6 +57,15 @@ public struct SessionMachine {
     /// Where the record layer puts an opened frame's plaintext: one buffer for every link,
     /// its capacity reused (no array per received frame). Taken out while a frame is handled.
     var openBuffer: [UInt8] = []
+    /// Arrays of datagrams already sent, handed back by `recycle`: the next frames are sealed
+    /// into them (no array per datagram sent). At most `spareDatagramLimit`.
+    var spareDatagrams: [[UInt8]] = []
+    static let spareDatagramLimit = 16
+    /// Larger arrays (a large-datagram path) are let go: the spares stay within 64 KiB.
+    static let spareDatagramCapacity = 4096
+    /// A delivered `.received` payload's array, handed back by `recycle`: the next data
+    /// frame's payload is copied into it (no array per message received).
+    var sparePayload: [UInt8] = []
     public private(set) var isClosed = false
 
     /// The smallest datagram a session runs over: the largest handshake message (a 63-byte
@@ -352,11 +361,23 @@ public struct SessionMachine {
         if let p = l.peer { dirty.insert(p) }
     }
 
-    /// Hands an emptied actions array back (the driver's, after it carried them out): the
+    /// Hands an actions array back once the driver carried them out (left empty): the
     /// next call's actions go into its storage, so a steady stream of datagrams allocates no
-    /// array per call. Kept only if the machine holds no storage of its own.
+    /// array per call; the storage is kept only if the machine holds none of its own. The
+    /// datagrams of its `.send` actions (the transport copied them) are sealed into again, and
+    /// a `.received` payload takes the next data frame's payload; an array still shared (a
+    /// transport or an event consumer kept it) is copied on its next write, never changed.
     public mutating func recycle(_ spent: inout [SessionAction]) {
-        guard spent.isEmpty, actions.isEmpty, actions.capacity == 0 else { return }
+        for case let .send(bytes, _) in spent
+        where spareDatagrams.count < Self.spareDatagramLimit && bytes.capacity <= Self.spareDatagramCapacity {
+            spareDatagrams.append(bytes)
+        }
+        for case let .event(.received(bytes, _, _)) in spent
+        where sparePayload.capacity == 0 && bytes.capacity <= Self.spareDatagramCapacity {
+            sparePayload = bytes
+        }
+        spent.removeAll(keepingCapacity: true)
+        guard actions.isEmpty, actions.capacity == 0 else { return }
         swap(&actions, &spent)
     }
 

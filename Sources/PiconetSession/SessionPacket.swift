@@ -45,14 +45,16 @@ enum SessionPacket: WireCodable, Equatable {
 /// a copy of it. The hot path (`SessionMachine.received`) parses this instead of `SealedFrame`
 /// so the record layer opens the body straight from the receive buffer.
 ///
-/// The same checks as `SealedFrame(parsing:)` followed by `expectEnd()`: a datagram this
-/// accepts is exactly one that `SessionPacket(decoding:)` parses as `.sealed`.
+/// `init(parsing:)` is the one place a sealed frame's header is checked: `SealedFrame(parsing:)`
+/// is this plus a copy of the body, so the two cannot drift apart, and a datagram
+/// `init(locating:)` accepts is exactly one that `SessionPacket(decoding:)` parses as `.sealed`.
 struct LocatedSealedFrame: Equatable {
     var type: FrameType
     var encrypted: Bool
     var receiverIndex: UInt32
     var counter: UInt64
-    /// The body (ciphertext or clear bytes, then the 16-byte tag) is `bytes[bodyStart..<end]`.
+    /// The body (ciphertext or clear bytes, then the 16-byte tag) is `bytes[bodyStart..<end]`,
+    /// indices into the reader's whole buffer (not relative to where the frame began).
     var bodyStart: Int
     var end: Int
 
@@ -62,10 +64,10 @@ struct LocatedSealedFrame: Equatable {
 
     var bodyCount: Int { end - bodyStart }
 
-    /// Nil for a handshake datagram (the caller parses it as a `SessionPacket`).
-    init?(locating bytes: [UInt8]) throws(WireError) {
-        var r = ByteReader(bytes)
-        if try r.peekUInt8(at: 1) == FrameType.handshake.rawValue { return nil }
+    /// Checks a sealed frame's header (version, a sealed type 0x02–0x1F, known flags, the
+    /// payload length within the buffer) and fixed fields, and moves `r` past the frame.
+    /// Bytes after the frame are left to the caller.
+    init(parsing r: inout ByteReader) throws(WireError) {
         let header = try FrameHeader(parsing: &r)
         guard header.type.rawValue >= FrameType.invitation.rawValue, header.type.rawValue <= 0x1F else {
             throw .invalidValue(field: "frame type", reason: "\(header.type) is not a sealed session frame")
@@ -81,6 +83,14 @@ struct LocatedSealedFrame: Equatable {
         try p.require(SealedFrame.minimumBody)
         bodyStart = p.offset
         end = p.end
+    }
+
+    /// Locates the sealed frame filling the whole datagram; trailing bytes are an error.
+    /// Nil for a handshake datagram (the caller parses it as a `SessionPacket`).
+    init?(locating bytes: [UInt8]) throws(WireError) {
+        var r = ByteReader(bytes)
+        if try r.peekUInt8(at: 1) == FrameType.handshake.rawValue { return nil }
+        try self.init(parsing: &r)
         try r.expectEnd()
     }
 }

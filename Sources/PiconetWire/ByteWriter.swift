@@ -10,6 +10,16 @@ public struct ByteWriter {
         bytes.reserveCapacity(capacity)
     }
 
+    /// A writer over `storage`'s memory (emptied, `capacity` reserved), taken from the caller
+    /// (left empty): a datagram buffer handed back after its send serves the next frame with
+    /// no allocation. Storage shared with anyone else is copied on the first write, as usual.
+    public init(reusing storage: inout [UInt8], capacity: Int) {
+        bytes = []
+        swap(&bytes, &storage)
+        bytes.removeAll(keepingCapacity: true)
+        bytes.reserveCapacity(capacity)
+    }
+
     public var count: Int { bytes.count }
 
     /// Empties the buffer but keeps its storage: one writer reused for many encodings

@@ -123,12 +123,15 @@ struct SessionBenchCommand: ParsableCommand {
             receivedCount = 0
             start = monotonicNanoseconds()
             var sent = 0
+            // One peer list for every send (as an app keeps its list): the allocation row counts
+            // the stack's allocations per message, not an array literal built per call here.
+            let toB = [bPeer]
             func burst() {
                 let payload = [UInt8](repeating: BenchPhase.unreliableRate.tag, count: self.payload) // byte 0 tags the phase
                 // Small paced bursts: one loop both sends and receives, so a flood would only
                 // measure the receive socket buffer overflowing.
                 for _ in 0..<32 where sent < unreliable {
-                    do { try a.session.send(payload, to: [bPeer], mode: .unreliable) } catch { sendFailures += 1 }
+                    do { try a.session.send(payload, to: toB, mode: .unreliable) } catch { sendFailures += 1 }
                     sent += 1
                 }
                 if sent < unreliable { loop.schedule(after: .microseconds(50)) { burst() } } else {

@@ -125,4 +125,43 @@ import Testing
         #expect(disagreements == 0)
         #expect(accepted > 0, "some mutated frames still parse (the flips missed the header)")
     }
+
+    /// One case per header check, each named by the error it must give: the located view and
+    /// `SealedFrame(parsing:)` share one header parse, so both give exactly that error.
+    @Test func eachHeaderErrorIsTheSameFromBothParsers() throws {
+        let good = SessionPacketTests.sealed.encoded()   // 6 header + 12 fixed + 16 body = 34 bytes
+        func edited(_ edit: (inout [UInt8]) -> Void) -> [UInt8] {
+            var b = good
+            edit(&b)
+            return b
+        }
+        let cases: [(String, [UInt8], WireError)] = [
+            ("header cut short", Array(good[0..<5]), .truncated(offset: 0, needed: 1)),
+            ("unsupported version", edited { $0[0] = 2 }, .unsupportedVersion(2)),
+            ("unknown type", edited { $0[1] = 0x1E }, .unknownType(0x1E)),
+            ("reserved byte set", edited { $0[3] = 1 }, .invalidValue(field: "reserved", reason: "must be 0, got 1")),
+            ("a known type outside the session range", edited { $0[1] = FrameType.samples.rawValue },
+             .invalidValue(field: "frame type", reason: "0x20 is not a sealed session frame")),
+            ("unknown flag bits", edited { $0[2] = 0x03 }, .invalidValue(field: "flags", reason: "unknown flag bits 3")),
+            ("payload length past the datagram", edited { $0[4] = 29 }, .truncated(offset: 6, needed: 1)),
+            ("payload too short for index and counter", edited { $0[4] = 10 }, .truncated(offset: 10, needed: 2)),
+            ("body shorter than a tag", edited { $0[4] = 27 }, .truncated(offset: 18, needed: 1)),
+        ]
+        for (name, bytes, error) in cases {
+            var r = ByteReader(bytes)
+            #expect(throws: error, "SealedFrame, \(name)") { _ = try SealedFrame(parsing: &r) }
+            #expect(throws: error, "LocatedSealedFrame, \(name)") { _ = try LocatedSealedFrame(locating: bytes) }
+        }
+        // A payload length one short of the datagram, still holding a tag, leaves a trailing
+        // byte: refused by both whole-datagram parsers; the frame-only parse stops before it.
+        var short = good + [0xEE]
+        short[4] = 29
+        #expect(try LocatedSealedFrame(locating: short)?.bodyCount == 17)
+        short[4] = 28
+        #expect(throws: WireError.trailingBytes(1)) { _ = try LocatedSealedFrame(locating: short) }
+        #expect(throws: WireError.trailingBytes(1)) { _ = try SessionPacket(decoding: short) }
+        var r = ByteReader(short)
+        let located = try LocatedSealedFrame(parsing: &r)
+        #expect(located.end == short.count - 1 && r.remaining == 1)
+    }
 }
