@@ -1,3 +1,4 @@
+import Foundation
 import PiconetLoop
 import PiconetWire
 import Testing
@@ -133,4 +134,59 @@ import Testing
         #expect(hub.nextDeadline == LinkDeadlinesTests.walked(hub))
         #expect(hub.table.deadlines.count == 40)
     }
+}
+
+/// A cost probe, not a test of speed (off unless PICONET_DEADLINE_PROBE=1): with N established
+/// peers, the time per received datagram including `nextDeadline`, beside the walk of every link
+/// that `nextDeadline` did before the heap (`LinkDeadlinesTests.walked`, the old definition).
+@Suite struct LinkDeadlinesProbe {
+    static let enabled = probeEnabled()
+
+    @Test(.enabled(if: LinkDeadlinesProbe.enabled, "a timing probe: run with PICONET_DEADLINE_PROBE=1"),
+          arguments: [1, 10, 100, 500])
+    func costPerDatagram(links: Int) throws {
+        var c = SessionConfiguration(policy: .acceptAll)
+        // Every peer invites at the same instant here: the flood limits and the peer cap are lifted.
+        c.handshakeRate = 1e9; c.handshakeBurst = 1e9; c.handshakeRatePerSource = 1e9; c.handshakeBurstPerSource = 1e9
+        c.maximumPeers = 1_000
+        var hub = SessionMachine(identity: PeerIdentity(displayName: "hub"), configuration: c, seed: 3)
+        let hubAddress = EndpointAddress.memory(node: 1, port: 1)
+        var frames: [([UInt8], EndpointAddress)] = []
+        let t0 = LinkDeadlinesTests.at(0)
+        for i in 0..<links {
+            var p = SessionMachine(identity: PeerIdentity(displayName: "n\(i)"), configuration: SessionConfiguration(policy: .acceptAll),
+                                   seed: UInt64(100 + i))
+            let address = EndpointAddress.memory(node: 100 + i, port: 1)
+            var (_, toHub) = try p.invite(hubAddress, context: [], now: t0)
+            while !toHub.isEmpty {
+                var toPeer: [SessionAction] = []
+                for case let .send(bytes, _) in toHub { toPeer += hub.received(bytes, from: address, at: t0) }
+                toHub = []
+                for case let .send(bytes, _) in toPeer { toHub += p.received(bytes, from: hubAddress, at: t0) }
+            }
+            for k in 0..<(2_000 / links + 1) {
+                let (_, out) = try p.send([UInt8](repeating: UInt8(k & 0xFF), count: 64), to: [hub.identity.peerID], mode: .unreliable,
+                                          now: t0 + .microseconds(Int64(k)))
+                for case let .send(bytes, _) in out { frames.append((bytes, address)) }
+            }
+        }
+        #expect(hub.connectedPeers.count == links)
+        let clock = ContinuousClock()
+        var delivered = 0
+        let heap = clock.measure {
+            for (n, (bytes, from)) in frames.enumerated() {
+                delivered += hub.received(bytes, from: from, at: t0 + .microseconds(Int64(n))).count
+                _ = hub.nextDeadline
+            }
+        }
+        let walk = clock.measure { for _ in frames { _ = LinkDeadlinesTests.walked(hub) } }
+        #expect(delivered == frames.count)
+        let per = { (d: Duration) -> Double in Double(d.components.attoseconds / 1_000_000_000 + d.components.seconds * 1_000_000_000) / Double(frames.count) }
+        print("DEADLINE-PROBE links=\(links) datagrams=\(frames.count) received+nextDeadline(heap)=\(Int(per(heap))) ns/datagram old-walk-of-all-links=\(Int(per(walk))) ns/datagram")
+    }
+}
+
+private func probeEnabled() -> Bool {
+    guard let v = getenv("PICONET_DEADLINE_PROBE") else { return false }
+    return String(cString: v) == "1"
 }
