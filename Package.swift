@@ -98,6 +98,8 @@ let package = Package(
         .executableTarget(name: "piconet-l2cap-probe", dependencies: ["PiconetPosix"], swiftSettings: swift6),
         // VM stage helper: a Piconet session (invitation, Noise, reliable + unreliable) over L2CAP (BluetoothSessionHost).
         .executableTarget(name: "piconet-l2cap-session", dependencies: ["PiconetRuntime"], swiftSettings: swift6),
+        // N simulated wearables in one process against one hub (scripts/bench's scale table).
+        .executableTarget(name: "piconet-swarm", dependencies: ["PiconetRuntime"], swiftSettings: swift6),
         // LED patterns and button logic (pure state machines), carried out by PiconetLights.
         .target(name: "PiconetIndicators", dependencies: ["PiconetLoop"], swiftSettings: swift6),
         .target(name: "PiconetLights", dependencies: ["PiconetLoop", "PiconetIndicators", "CGPIOD", "CPiconetPosix"], swiftSettings: swift6),

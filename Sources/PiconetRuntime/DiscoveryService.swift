@@ -383,10 +383,12 @@ public enum Discovery {
 
     /// Starts browsing for `serviceType` on `interfaces`; events arrive on the loop thread.
     public static func browse(on loop: EpollLoop, serviceType: String, interfaces: [String] = [],
+                              configuration: MDNSBrowser.Configuration = .init(),
                               onEvent: @escaping (DiscoveryEvent) -> Void) throws(DiscoveryRuntimeError) -> ServiceBrowser {
         let type: ServiceType
         do { type = try ServiceType(serviceType) } catch { throw .invalid(error) }
-        let b = try ServiceBrowser(loop: loop, service: type, interfaces: try DiscoveryInterfaces.resolve(interfaces))
+        let b = try ServiceBrowser(loop: loop, service: type, interfaces: try DiscoveryInterfaces.resolve(interfaces),
+                                   configuration: configuration)
         b.onEvent = onEvent
         b.start()
         return b

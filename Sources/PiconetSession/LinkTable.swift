@@ -126,6 +126,13 @@ struct LinkTable {
     private(set) var peerLinks: [PeerID: UInt32] = [:]
     /// Responder links by (initiator address, initiator index).
     private(set) var origins: [Origin: UInt32] = [:]
+    /// Each link's next deadline, refreshed from `touched` at the end of every machine call.
+    private(set) var deadlines = LinkDeadlines()
+    /// Links written (or taken, or removed) since the deadlines were last refreshed: only
+    /// these can have a new deadline. Duplicates are harmless; the capacity is reused.
+    private(set) var touched: [UInt32] = []
+    /// `timerFired`'s list of due links, kept for its capacity.
+    private var dueScratch: [UInt32] = []
 
     var count: Int { links.count }
     var isEmpty: Bool { links.isEmpty }
@@ -137,8 +144,8 @@ struct LinkTable {
     /// In place: `table[i]?.field = x` changes the stored link without copying its buffers.
     subscript(index: UInt32) -> Link? {
         get { links[index] }
-        _modify { yield &links[index] }
-        set { links[index] = newValue }
+        _modify { touched.append(index); yield &links[index] }
+        set { touched.append(index); links[index] = newValue }
     }
 
     /// A fresh link index: random (it is sent to the peer, and a guessable one helps a spoofer),
@@ -164,12 +171,16 @@ struct LinkTable {
     /// Takes a link out to work on it alone (a copy left in the table would make every
     /// change to its buffers copy them whole). Its index entries stay: put it back with
     /// the subscript, or `forget` it.
-    mutating func take(_ index: UInt32) -> Link? { links.removeValue(forKey: index) }
+    mutating func take(_ index: UInt32) -> Link? {
+        touched.append(index)
+        return links.removeValue(forKey: index)
+    }
 
     /// Removes a link and its index entries; returns it (nil: not in the table).
     @discardableResult
     mutating func remove(_ index: UInt32) -> Link? {
         guard let l = links.removeValue(forKey: index) else { return nil }
+        touched.append(index)
         forget(l)
         return l
     }
@@ -178,6 +189,41 @@ struct LinkTable {
     mutating func forget(_ l: Link) {
         if !l.initiator { origins[Origin(address: l.address, index: l.remoteIndex)] = nil }
         if let p = l.peer, peerLinks[p] == l.index { peerLinks[p] = nil }
+    }
+
+    /// Records the new deadline of every touched link (`deadline` of a link; a link no longer
+    /// in the table loses its entry): O(log n) per touched link instead of a walk of all.
+    mutating func refreshDeadlines(_ deadline: (Link) -> Instant?) {
+        for i in touched { deadlines.set(i, links[i].flatMap(deadline)) }
+        touched.removeAll(keepingCapacity: true)
+    }
+
+    /// The earliest deadline of any link, also right between a write and the next refresh
+    /// (a call that threw half-way): the heap's top, or a touched link's own deadline.
+    func nextDeadline(_ deadline: (Link) -> Instant?) -> Instant? {
+        var best = deadlines.earliest
+        for i in touched {
+            guard let d = links[i].flatMap(deadline) else { continue }
+            best = best.map { min($0, d) } ?? d
+        }
+        return best
+    }
+
+    /// Takes the links due at `now` off the deadline heap, earliest first. They count as
+    /// touched (back on the heap at the next refresh, even if nothing changed). Hand the
+    /// array back with `recycleDue` so the next turn reuses its storage.
+    mutating func takeDue(at now: Instant) -> [UInt32] {
+        var due: [UInt32] = []
+        swap(&due, &dueScratch)
+        due.removeAll(keepingCapacity: true)
+        deadlines.popDue(at: now, into: &due)
+        touched.append(contentsOf: due)
+        return due
+    }
+
+    mutating func recycleDue(_ due: inout [UInt32]) {
+        due.removeAll(keepingCapacity: true)
+        swap(&due, &dueScratch)
     }
 
     /// A responder link heard from a new address: its origin entry named the old one.

@@ -34,6 +34,7 @@ import PiconetWire
 ///     SessionInvitations.swift    invitations, decisions, crossings, establishing a peer
 ///     SessionChannels.swift       sealed-frame dispatch: data, acks, keep-alives, resume, close
 ///     SessionTimers.swift         retransmission, expiry, keep-alive, lost detection; `nextDeadline`
+///     LinkDeadlines.swift         each link's next deadline in an indexed min-heap (O(log n) per change)
 ///
 /// Working on a link follows one rule: a handler either holds the link *taken out* of the
 /// table (the hot path: it touches only that link) or works on the table by index; a call
@@ -381,7 +382,10 @@ public struct SessionMachine {
         swap(&actions, &spent)
     }
 
+    /// The call's actions; every input ends here, so this is also where the links it touched
+    /// get their new deadlines.
     mutating func take() -> [SessionAction] {
+        refreshDeadlines()
         defer { actions = [] }
         return actions
     }

@@ -8,7 +8,10 @@ extension SessionMachine {
     /// Time passed: retransmissions, keep-alives, lost detection, expiries.
     public mutating func timerFired(at now: Instant) -> [SessionAction] {
         guard !isClosed else { return [] }
-        for i in table.indices {
+        // Only the links whose deadline has come (the deadline heap), not a walk of all.
+        var due = table.takeDue(at: now)
+        defer { table.recycleDue(&due) }
+        for i in due {
             guard let phase = table[i]?.phase else { continue }
             if phase == .established {
                 // Established links only touch themselves: work on them outside the table.
@@ -22,29 +25,39 @@ extension SessionMachine {
         return take()
     }
 
-    /// When `timerFired` must run next (nil: nothing pending).
+    /// When `timerFired` must run next (nil: nothing pending): the top of the deadline heap, O(1).
     public var nextDeadline: Instant? {
-        var best: Instant?
+        let c = configuration
+        return table.nextDeadline { SessionMachine.deadline(of: $0, configuration: c) }
+    }
+
+    /// Records the new deadline of each link this call touched (at the end of every input).
+    mutating func refreshDeadlines() {
+        let c = configuration
+        table.refreshDeadlines { SessionMachine.deadline(of: $0, configuration: c) }
+    }
+
+    /// When link `l` next needs `timerFired` (nil: never, until an input changes it). Everything
+    /// `tickPending`/`tickEstablished` acts on must be here, or a link would never be ticked.
+    static func deadline(of l: Link, configuration: SessionConfiguration) -> Instant? {
+        var best = l.expiresAt
         func consider(_ d: Instant?) {
             guard let d else { return }
             best = best.map { min($0, d) } ?? d
         }
-        for l in table.values {
-            consider(l.expiresAt)
-            switch l.phase {
-            case .handshaking, .inviting: consider(l.handshake.retryAt)
-            case .established:
-                if l.liveness.lost {
-                    consider(l.liveness.nextProbe)
-                    consider(l.liveness.lastHeard + configuration.lostTimeout + configuration.resumeWindow)
-                } else {
-                    consider(l.channels.sender.nextDeadline)
-                    consider(l.channels.ackDue)
-                    consider(l.liveness.lastSent + configuration.keepAliveInterval)
-                    consider(l.liveness.lastHeard + configuration.lostTimeout)
-                }
-            default: break
+        switch l.phase {
+        case .handshaking, .inviting: consider(l.handshake.retryAt)
+        case .established:
+            if l.liveness.lost {
+                consider(l.liveness.nextProbe)
+                consider(l.liveness.lastHeard + configuration.lostTimeout + configuration.resumeWindow)
+            } else {
+                consider(l.channels.sender.nextDeadline)
+                consider(l.channels.ackDue)
+                consider(l.liveness.lastSent + configuration.keepAliveInterval)
+                consider(l.liveness.lastHeard + configuration.lostTimeout)
             }
+        default: break
         }
         return best
     }

@@ -96,8 +96,12 @@ final class HubApp {
                                    policy: .declineAll, transport: settings.transport, interfaces: settings.interfaces,
                                    adapter: settings.adapter, linkSecurity: settings.linkSecurity)
         spec.boardAdapter = profile?.bluetoothAdapter
+        // Session, aggregator and browser sized for one fleet together (HubCapacity).
+        HubCapacity.default.apply(to: &spec.configuration)
         host = try SessionHost(loop: loop, spec)
-        aggregator = Aggregator(configuration: settings.hub)
+        var hubConfiguration = settings.hub
+        HubCapacity.default.apply(to: &hubConfiguration)
+        aggregator = Aggregator(configuration: hubConfiguration)
         nodeManager = HubNodeManager(policy: NodeManagerPolicy(allowList: settings.allowList, askBeforeInviting: settings.askBeforeInviting))
         recorder = HistoryRecorder(path: settings.databasePath,
                                    retention: RetentionPolicy(rawSamples: .seconds(Int64(settings.retentionDays) * 86_400)))
@@ -177,7 +181,8 @@ final class HubApp {
             }
             try startPeerBrowser(adapter: bluetooth.bluetooth.adapter)
         } else {
-            browser = try Discovery.browse(on: loop, serviceType: settings.service, interfaces: settings.interfaces) { [unowned self] e in
+            browser = try Discovery.browse(on: loop, serviceType: settings.service, interfaces: settings.interfaces,
+                                           configuration: Self.browserConfiguration) { [unowned self] e in
                 self.discovery(e)
             }
         }
@@ -357,6 +362,13 @@ final class HubApp {
         } else if !settings.quiet, inPlace || ticks % 5 == 0 {
             Console.out(TerminalTable.render(snapshot, inPlace: inPlace))
         }
+    }
+
+    /// The mDNS browser's bounds, sized for the fleet (`HubCapacity`).
+    static var browserConfiguration: MDNSBrowser.Configuration {
+        var c = MDNSBrowser.Configuration()
+        HubCapacity.default.apply(to: &c)
+        return c
     }
 
     /// The drop and refusal counters `/api/stats` shows (`HubInfo.drops`), by name; with

@@ -279,3 +279,30 @@ func invites(_ actions: [HubNodeManager.Action]) -> [(NodeClaim, Bool)] {
         #expect(hub.counters.framesParsed - before <= Int(hub.configuration.messagesPerSecond) + 1)
     }
 }
+
+/// The peer → records index behind `record(of:)` and `isClaimedOverWiFi` (the hub asks both for
+/// every node every second): it follows records found, renamed to another key, and lost.
+@Suite struct HubNodeManagerClaimIndexTests {
+    @Test func theIndexFollowsFoundChangedAndLostRecords() throws {
+        var h = NodeHarness()
+        for n in 1...200 { _ = h.found(try record("node-\(n)", claims: peer(UInt8(n)))) }
+        #expect(h.machine.services.count == 200)
+        for n in stride(from: 1, through: 200, by: 37) {
+            #expect(h.machine.record(of: peer(UInt8(n)))?.name == "node-\(n)")
+            #expect(h.machine.isClaimedOverWiFi(peer(UInt8(n))))
+        }
+        // A second record claiming the same key: the first by name is shown.
+        _ = h.found(try record("a-second", claims: peer(5)))
+        #expect(h.machine.record(of: peer(5))?.name == "a-second")
+        // A record now claiming another key leaves the old one unclaimed.
+        _ = h.found(try record("node-7", claims: peer(240)))
+        #expect(!h.machine.isClaimedOverWiFi(peer(7)) && h.machine.record(of: peer(7)) == nil)
+        #expect(h.machine.record(of: peer(240))?.name == "node-7")
+        // Lost: gone from the index; a key with a second record keeps it.
+        h.machine.lost(try record("a-second", claims: peer(5)), peerState: { _ in .notConnected })
+        #expect(h.machine.record(of: peer(5))?.name == "node-5")
+        h.machine.lost(try record("node-5", claims: peer(5)), peerState: { _ in .notConnected })
+        #expect(!h.machine.isClaimedOverWiFi(peer(5)) && h.machine.record(of: peer(5)) == nil)
+        #expect(h.machine.isClaimedOverWiFi(peer(6)))
+    }
+}
