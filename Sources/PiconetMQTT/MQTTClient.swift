@@ -280,7 +280,8 @@ public final class MQTTClient {
         libraryError = nil
         mosquitto_log_callback_set(m) { _, obj, level, text in
             guard level == MOSQ_LOG_ERR, let text, let client = MQTTClient.from(obj) else { return }
-            client.libraryError = MQTTClient.libraryLogLine(String(cString: text))
+            let line = MQTTClient.libraryLogLine(String(cString: text))
+            if !line.isEmpty { client.libraryError = line }
         }
         mosquitto_publish_callback_set(m) { _, obj, mid in MQTTClient.from(obj)?.pending.append(.acknowledged(messageID: mid)) }
         mosquitto_message_callback_set(m) { _, obj, message in
@@ -390,8 +391,13 @@ public final class MQTTClient {
         let wasConnected = isConnected
         tearDown()
         if wasConnected { disconnects += 1 }
-        scheduleRetry(wasConnected || reason.hasPrefix("broker refused") ? reason : "cannot connect to \(endpoint): \(reason)",
-                      failedAttempt: !wasConnected)
+        var why = wasConnected || reason.hasPrefix("broker refused") ? reason : "cannot connect to \(endpoint): \(reason)"
+        // A broker that wants a client certificate ends the handshake with an alert that often
+        // arrives as a bare reset instead: say what is likely missing.
+        if !wasConnected, let tls = endpoint.tls, tls.certFile == nil, libraryError == nil {
+            why += "; if the broker requires a client certificate, give --mqtt-cert and --mqtt-key"
+        }
+        scheduleRetry(why, failedAttempt: !wasConnected)
     }
 
     private func scheduleRetry(_ given: String, failedAttempt: Bool = true) {

@@ -97,7 +97,8 @@ final class FleetExporter {
     private(set) var published: UInt64 = 0
     private(set) var acks: UInt64 = 0
     private(set) var storeError: StoreError?
-    private var lastReason: String?
+    /// The disconnection reasons logged since the last connection.
+    private var loggedReasons: Set<String> = []
     /// `--mqtt-commands`: what to do with a parsed command (nil: commands off, nothing subscribed).
     var onCommand: ((FleetCommand) -> Void)?
     private(set) var commandsRefused = 0
@@ -175,16 +176,17 @@ final class FleetExporter {
         switch event {
         case .connected:
             log("MQTT: connected to \(client.endpoint) (\(outbox.count) messages waiting)")
-            lastReason = nil
+            loggedReasons.removeAll()
             cursor = 0
             inFlight.removeAll()
             publisher.rediscover()
             pump()
         case let .disconnected(reason, retryIn):
-            // One line per new reason, not one per retry (the back-off tops out at 5 s).
-            if reason != lastReason {
+            // One line per reason while disconnected, not one per retry (the back-off tops out
+            // at 5 s; a refusal may alternate between two wordings): at most 4 lines an outage.
+            if !loggedReasons.contains(reason) && loggedReasons.count < 4 {
                 log("MQTT: \(reason); retrying every few seconds (next in \(retryIn)), \(outbox.count) messages kept in the outbox")
-                lastReason = reason
+                loggedReasons.insert(reason)
             }
             inFlight.removeAll()
         case let .acknowledged(mid):
