@@ -391,13 +391,8 @@ public final class MQTTClient {
         let wasConnected = isConnected
         tearDown()
         if wasConnected { disconnects += 1 }
-        var why = wasConnected || reason.hasPrefix("broker refused") ? reason : "cannot connect to \(endpoint): \(reason)"
-        // A broker that wants a client certificate ends the handshake with an alert that often
-        // arrives as a bare reset instead: say what is likely missing.
-        if !wasConnected, let tls = endpoint.tls, tls.certFile == nil, libraryError == nil {
-            why += "; if the broker requires a client certificate, give --mqtt-cert and --mqtt-key"
-        }
-        scheduleRetry(why, failedAttempt: !wasConnected)
+        scheduleRetry(wasConnected || reason.hasPrefix("broker refused") ? reason : "cannot connect to \(endpoint): \(reason)",
+                      failedAttempt: !wasConnected)
     }
 
     private func scheduleRetry(_ given: String, failedAttempt: Bool = true) {
@@ -408,6 +403,11 @@ public final class MQTTClient {
         }
         var reason = given
         if let detail = libraryError, !reason.contains(detail) { reason += " (\(detail))" }
+        // A broker that wants a client certificate ends the handshake with an alert that often
+        // arrives as a bare reset instead (during the connect or after it): say what may be missing.
+        if failedAttempt, let tls = endpoint.tls, tls.certFile == nil, !reason.contains("look up"), !reason.contains("certificate") {
+            reason += "; if the broker requires a client certificate, give --mqtt-cert and --mqtt-key"
+        }
         libraryError = nil
         lastError = reason
         guard !closed else { return }
