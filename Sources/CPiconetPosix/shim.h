@@ -33,6 +33,7 @@
 #include <netinet/tcp.h>
 #include <net/if.h>
 #include <ifaddrs.h>
+#include <netdb.h>
 #include <spawn.h>
 #include <unistd.h>
 // getrandom(2): the kernel's secure random bytes (SecureRandom).

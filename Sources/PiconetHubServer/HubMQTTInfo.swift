@@ -13,6 +13,12 @@ public struct HubMQTTInfo: Sendable, Codable, Equatable {
     public var publishedTotal: UInt64
     public var acknowledgedTotal: UInt64
     public var connectionsLost: Int
+    /// Connection attempts that failed before the broker accepted the hub (unreachable, TLS or
+    /// login refused); the client backs off, so this grows slowly while the broker refuses.
+    public var connectFailures: Int = 0
+    /// `--mqtt-commands`: commands carried out, and refused (unknown, malformed, not allowed here).
+    public var commandsRun: Int = 0
+    public var commandsRefused: Int = 0
     /// Why the last attempt failed, while disconnected.
     public var lastError: String?
 
@@ -34,6 +40,8 @@ public struct HubMQTTInfo: Sendable, Codable, Equatable {
             ("broker", .string(broker)), ("connected", .bool(connected)), ("outboxDepth", .integer(Int64(outboxDepth))),
             ("droppedTotal", .integer(Int64(droppedTotal))), ("publishedTotal", .integer(Int64(clamping: publishedTotal))),
             ("acknowledgedTotal", .integer(Int64(clamping: acknowledgedTotal))), ("connectionsLost", .integer(Int64(connectionsLost))),
+            ("connectFailures", .integer(Int64(connectFailures))), ("commandsRun", .integer(Int64(commandsRun))),
+            ("commandsRefused", .integer(Int64(commandsRefused))),
             ("lastError", lastError.map(JSON.string)),
         ]
         var o = JSONObject()

@@ -144,6 +144,9 @@ public final class MQTTClient {
     /// Connection attempts and losses, for the hub's stats.
     public private(set) var connects = 0
     public private(set) var disconnects = 0
+    /// Attempts that ended before the broker accepted us (unreachable, TLS refused, login refused):
+    /// with the back-off they grow by about one per `maximumBackOff`, never faster.
+    public private(set) var connectFailures = 0
     public private(set) var lastError: String?
 
     private let loop: EpollLoop
@@ -157,6 +160,14 @@ public final class MQTTClient {
     /// The status message's id on this connection: its PUBACK is ours, not the owner's.
     private var ownMessageIDs: Set<Int32> = []
     private var closed = false
+    /// The library's last error-level log line on this attempt (OpenSSL's reason for a TLS
+    /// failure is only said there): appended to the reason the attempt failed with.
+    private var libraryError: String?
+    /// How long the broker's host name may take to look up; past it the attempt fails and backs off.
+    public var lookupLimit: Duration = .seconds(5)
+    private var lookup: NameLookup?
+    /// Which of the looked-up addresses the next plain attempt uses (it moves on after a failure).
+    private var addressIndex = 0
     private lazy var handle = OwnerHandle(self)
 
     private static let libraryReady: Bool = { mosquitto_lib_init() == 0 }()
@@ -213,6 +224,7 @@ public final class MQTTClient {
         closed = true
         if let retryTimer { loop.cancel(retryTimer) }
         retryTimer = nil
+        lookup?.cancel()
         if isConnected, let mosq {
             let bytes = Array(status.offline.utf8)
             _ = bytes.withUnsafeBytes { mosquitto_publish(mosq, nil, status.topic, Int32($0.count), $0.baseAddress, 1, true) }
@@ -226,11 +238,36 @@ public final class MQTTClient {
 
     // MARK: connection
 
+    /// A connection attempt starts with the broker's address: libmosquitto would look a name up
+    /// itself, blocking the loop for as long as DNS takes, so a name is looked up first off the
+    /// loop within `lookupLimit` (`NameLookup`); at most one lookup runs at a time.
     private func attempt() {
         retryTimer = nil
         guard !closed else { return }
         tearDown()
         connects += 1
+        if NameLookup.isNumeric(endpoint.host) { open(endpoint.host); return }
+        if let lookup, lookup.inFlight {
+            scheduleRetry("cannot connect to \(endpoint): the lookup of \(endpoint.host) has not ended yet")
+            return
+        }
+        lookup = NameLookup(endpoint.host, on: loop, limit: lookupLimit) { [handle] result in
+            guard let self = handle.owner, !self.closed else { return }
+            switch result {
+            case let .success(addresses):
+                // TLS checks the broker's certificate against the name libmosquitto is given, so
+                // it gets the name (its own lookup of a name just answered is normally quick: see
+                // README); plain MQTT gets an address, and libmosquitto looks nothing up.
+                self.open(self.endpoint.tls == nil ? addresses[self.addressIndex % addresses.count] : self.endpoint.host)
+            case let .failure(e):
+                self.scheduleRetry("cannot connect to \(self.endpoint): \(e)")
+            }
+        }
+    }
+
+    /// Creates the libmosquitto instance and starts its non-blocking connect to `host` (an address,
+    /// or the name for TLS).
+    private func open(_ host: String) {
         guard let m = mosquitto_new(clientID, true, Unmanaged.passUnretained(self).toOpaque()) else {
             scheduleRetry("mosquitto_new failed (out of memory)")
             return
@@ -240,6 +277,12 @@ public final class MQTTClient {
         _ = mosquitto_max_inflight_messages_set(m, UInt32(inFlightLimit))
         mosquitto_connect_callback_set(m) { _, obj, rc in MQTTClient.from(obj)?.connected(rc) }
         mosquitto_disconnect_callback_set(m) { _, obj, rc in MQTTClient.from(obj)?.pending.append(.disconnected(reason: "broker closed (\(rc))", retryIn: .zero)) }
+        libraryError = nil
+        mosquitto_log_callback_set(m) { _, obj, level, text in
+            guard level == MOSQ_LOG_ERR, let text, let client = MQTTClient.from(obj) else { return }
+            let line = MQTTClient.libraryLogLine(String(cString: text))
+            if !line.isEmpty { client.libraryError = line }
+        }
         mosquitto_publish_callback_set(m) { _, obj, mid in MQTTClient.from(obj)?.pending.append(.acknowledged(messageID: mid)) }
         mosquitto_message_callback_set(m) { _, obj, message in
             guard let client = MQTTClient.from(obj), let message else { return }
@@ -261,8 +304,8 @@ public final class MQTTClient {
             scheduleRetry("cannot set up the connection: \(Self.text(rc))")
             return
         }
-        // Non-blocking TCP connect (the name is resolved here: use an address or /etc/hosts name).
-        rc = mosquitto_connect_async(m, endpoint.host, Int32(endpoint.port), Int32(endpoint.keepAliveSeconds))
+        // Non-blocking TCP connect.
+        rc = mosquitto_connect_async(m, host, Int32(endpoint.port), Int32(endpoint.keepAliveSeconds))
         let fd = mosquitto_socket(m)
         guard rc == MOSQ_ERR_SUCCESS.rawValue || rc == MOSQ_ERR_CONN_PENDING.rawValue, fd >= 0 else {
             scheduleRetry("cannot connect to \(endpoint): \(Self.text(rc))")
@@ -348,11 +391,24 @@ public final class MQTTClient {
         let wasConnected = isConnected
         tearDown()
         if wasConnected { disconnects += 1 }
-        scheduleRetry(reason)
+        scheduleRetry(wasConnected || reason.hasPrefix("broker refused") ? reason : "cannot connect to \(endpoint): \(reason)",
+                      failedAttempt: !wasConnected)
     }
 
-    private func scheduleRetry(_ reason: String) {
+    private func scheduleRetry(_ given: String, failedAttempt: Bool = true) {
         tearDown()
+        if failedAttempt {
+            connectFailures += 1
+            addressIndex &+= 1
+        }
+        var reason = given
+        if let detail = libraryError, !reason.contains(detail) { reason += " (\(detail))" }
+        // A broker that wants a client certificate ends the handshake with an alert that often
+        // arrives as a bare reset instead (during the connect or after it): say what may be missing.
+        if failedAttempt, let tls = endpoint.tls, tls.certFile == nil, !reason.contains("look up"), !reason.contains("certificate") {
+            reason += "; if the broker requires a client certificate, give --mqtt-cert and --mqtt-key"
+        }
+        libraryError = nil
         lastError = reason
         guard !closed else { return }
         let delay = backOff
@@ -382,6 +438,16 @@ public final class MQTTClient {
     private static func from(_ obj: UnsafeMutableRawPointer?) -> MQTTClient? {
         guard let obj else { return nil }
         return Unmanaged<MQTTClient>.fromOpaque(obj).takeUnretainedValue()
+    }
+
+    /// OpenSSL's error as libmosquitto logs it (`OpenSSL Error[0]: error:0A000086:SSL routines::certificate
+    /// verify failed`), cut to its reason (`certificate verify failed`) and to one line.
+    static func libraryLogLine(_ line: String) -> String {
+        var text = Substring(line)
+        if text.hasPrefix("OpenSSL Error"), let colon = text.firstIndex(of: ":") { text = text[text.index(after: colon)...] }
+        if let r = text.ranges(of: "::").last { text = text[r.upperBound...] }
+        let one = text.split(whereSeparator: { $0 == "\n" || $0 == "\r" }).joined(separator: " ")
+        return String(one.trimmingPrefix(" ").prefix(200))
     }
 
     static func text(_ rc: Int32) -> String {

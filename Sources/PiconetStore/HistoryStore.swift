@@ -111,7 +111,7 @@ public struct RetentionPolicy: Equatable, Sendable {
 public final class HistoryStore {
     public let path: String
     public let retention: RetentionPolicy
-    private var queue: DatabaseQueue?
+    private let file: SQLiteFile
 
     /// Opens (creating if needed) the store at `path`; `":memory:"` keeps it in memory.
     /// - Parameter maximumPageCount: limits the file size in 4 KiB pages (for tests of a full disk).
@@ -119,28 +119,16 @@ public final class HistoryStore {
                 maximumPageCount: Int? = nil) throws(StoreError) {
         self.path = path
         self.retention = retention
-        var config = Configuration()
-        if path != ":memory:" { config.journalMode = .wal }
-        config.prepareDatabase { db in
-            try db.execute(sql: "PRAGMA synchronous = \(synchronousFull ? "FULL" : "NORMAL")")
-            if let maximumPageCount { try db.execute(sql: "PRAGMA max_page_count = \(maximumPageCount)") }
-        }
-        do {
-            if path != ":memory:" {
-                let dir = (path as NSString).deletingLastPathComponent
-                var isDir: ObjCBool = false
-                if !dir.isEmpty, !FileManager.default.fileExists(atPath: dir, isDirectory: &isDir) || !isDir.boolValue {
-                    throw StoreError.unwritable(path: path, reason: "directory \(dir) does not exist")
-                }
+        var pragmas = ["PRAGMA synchronous = \(synchronousFull ? "FULL" : "NORMAL")"]
+        if let maximumPageCount { pragmas.append("PRAGMA max_page_count = \(maximumPageCount)") }
+        if path != ":memory:" {
+            let dir = (path as NSString).deletingLastPathComponent
+            var isDir: ObjCBool = false
+            if !dir.isEmpty, !FileManager.default.fileExists(atPath: dir, isDirectory: &isDir) || !isDir.boolValue {
+                throw StoreError.unwritable(path: path, reason: "directory \(dir) does not exist")
             }
-            let q = path == ":memory:" ? try DatabaseQueue(configuration: config) : try DatabaseQueue(path: path, configuration: config)
-            try HistoryStore.migrator.migrate(q)
-            queue = q
-        } catch let e as StoreError {
-            throw e
-        } catch {
-            throw StoreError.from(error, path: path)
         }
+        file = try SQLiteFile(path: path, migrator: HistoryStore.migrator, pragmas: pragmas)
     }
 
     static var migrator: DatabaseMigrator {
@@ -178,23 +166,9 @@ public final class HistoryStore {
         return m
     }
 
-    private func write<T>(_ body: (Database) throws -> T) throws(StoreError) -> T {
-        guard let queue else { throw .closed }
-        do {
-            return try queue.write(body)
-        } catch {
-            throw StoreError.from(error, path: path)
-        }
-    }
+    private func write<T>(_ body: (Database) throws -> T) throws(StoreError) -> T { try file.write(body) }
 
-    private func read<T>(_ body: (Database) throws -> T) throws(StoreError) -> T {
-        guard let queue else { throw .closed }
-        do {
-            return try queue.read(body)
-        } catch {
-            throw StoreError.from(error, path: path)
-        }
-    }
+    private func read<T>(_ body: (Database) throws -> T) throws(StoreError) -> T { try file.read(body) }
 
     /// Appends batches in one transaction: all or none.
     public func append(batches: [StoredBatch]) throws(StoreError) {
@@ -355,8 +329,7 @@ public final class HistoryStore {
 
     /// Closes the database; later calls throw `.closed`.
     public func close() {
-        try? queue?.close()
-        queue = nil
+        file.close()
     }
 }
 

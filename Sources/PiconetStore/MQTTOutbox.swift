@@ -53,39 +53,31 @@ public final class MQTTOutbox {
     public let path: String
     public let capacity: Int
     public let hardLimit: Int
-    private var queue: DatabaseQueue?
+    private let file: SQLiteFile
     /// Rows now in the table (kept in memory: `append` and `delete` maintain it).
     public private(set) var count: Int
     /// Dropped since the file was created.
     public private(set) var dropped: OutboxDrops
+    /// Messages taken by `stage` and not yet committed: not in `count`, never in `messages(after:)`.
+    public private(set) var staged: [OutboxMessage] = []
+    /// How many messages `stage` holds before it asks for a commit at once.
+    public let stageLimit: Int
 
     /// Opens (creating if needed) the outbox at `path`; `":memory:"` keeps it in memory (`--db off`).
-    public init(path: String, capacity: Int = 100_000, hardLimit: Int? = nil) throws(StoreError) {
+    public init(path: String, capacity: Int = 100_000, hardLimit: Int? = nil, stageLimit: Int = 4096) throws(StoreError) {
         self.path = path
+        self.stageLimit = max(1, stageLimit)
         self.capacity = max(1, capacity)
         self.hardLimit = max(self.capacity, hardLimit ?? self.capacity * 10)
-        var config = Configuration()
-        if path != ":memory:" { config.journalMode = .wal }
-        config.prepareDatabase { db in try db.execute(sql: "PRAGMA synchronous = NORMAL") }
-        do {
-            let q = path == ":memory:" ? try DatabaseQueue(configuration: config) : try DatabaseQueue(path: path, configuration: config)
-            try Self.migrator.migrate(q)
-            let (rows, drops) = try q.read { db -> (Int, OutboxDrops) in
-                let rows = try Int.fetchOne(db, sql: "SELECT COUNT(*) FROM outbox") ?? 0
-                var d = OutboxDrops()
-                for row in try Row.fetchAll(db, sql: "SELECT priority, dropped FROM outbox_drops") {
-                    let p: Int = row[0], n: Int = row[1]
-                    switch p { case 0: d.samples = n; case 1: d.states = n; default: d.summaries = n }
-                }
-                return (rows, d)
+        file = try SQLiteFile(path: path, migrator: Self.migrator, pragmas: ["PRAGMA synchronous = NORMAL"])
+        (count, dropped) = try file.read { db -> (Int, OutboxDrops) in
+            let rows = try Int.fetchOne(db, sql: "SELECT COUNT(*) FROM outbox") ?? 0
+            var d = OutboxDrops()
+            for row in try Row.fetchAll(db, sql: "SELECT priority, dropped FROM outbox_drops") {
+                let p: Int = row[0], n: Int = row[1]
+                switch p { case 0: d.samples = n; case 1: d.states = n; default: d.summaries = n }
             }
-            queue = q
-            count = rows
-            dropped = drops
-        } catch let e as StoreError {
-            throw e
-        } catch {
-            throw StoreError.from(error, path: path)
+            return (rows, d)
         }
     }
 
@@ -110,18 +102,12 @@ public final class MQTTOutbox {
     }
 
     public func close() {
-        queue = nil
+        file.close()
     }
 
-    private func write<T>(_ body: (Database) throws -> T) throws(StoreError) -> T {
-        guard let queue else { throw .closed }
-        do { return try queue.write(body) } catch { throw StoreError.from(error, path: path) }
-    }
+    private func write<T>(_ body: (Database) throws -> T) throws(StoreError) -> T { try file.write(body) }
 
-    private func read<T>(_ body: (Database) throws -> T) throws(StoreError) -> T {
-        guard let queue else { throw .closed }
-        do { return try queue.read(body) } catch { throw StoreError.from(error, path: path) }
-    }
+    private func read<T>(_ body: (Database) throws -> T) throws(StoreError) -> T { try file.read(body) }
 
     /// Stores `messages` in one transaction (with their topics' sequence numbers) and drops
     /// what the bounds require. Returns the stored messages with their ids (send order) and
@@ -172,6 +158,26 @@ public final class MQTTOutbox {
         dropped.states += drops.states
         dropped.summaries += drops.summaries
         return (stored, drops)
+    }
+
+    /// Takes `messages` into the next `commitStaged()` instead of a transaction of their own:
+    /// the exporter stages what one loop turn accepted and commits it at the turn's end, one
+    /// transaction for all. Nothing staged is sent (only committed rows are read back), and
+    /// nothing staged survives a crash: it was never reported as stored. Returns true when the
+    /// stage holds `stageLimit` messages or more: commit now (the stage is fed by the network,
+    /// so it is bounded by this, not by the loop turn).
+    public func stage(_ messages: [OutboxMessage]) -> Bool {
+        staged += messages
+        return staged.count >= stageLimit
+    }
+
+    /// Stores everything staged in one transaction (as `append`) and empties the stage, also
+    /// when the transaction fails: then the staged messages are lost, and the error says why.
+    @discardableResult
+    public func commitStaged() throws(StoreError) -> (stored: [OutboxMessage], drops: OutboxDrops) {
+        let messages = staged
+        staged.removeAll(keepingCapacity: true)
+        return try append(messages)
     }
 
     private static func dropOldest(_ p: OutboxMessage.Priority, _ n: Int, _ db: Database) throws -> Int {

@@ -75,11 +75,21 @@ struct MQTTSettings {
 /// with at most `window` (256) unacknowledged messages, refilled in halves; after a reconnect everything unacknowledged is
 /// sent again from the oldest (the subscriber may see a repeat, never a gap). Acknowledged ids
 /// are deleted in one transaction per `flush` (a second, or every `window` acks).
+///
+/// Writes are batched per loop turn: `enqueue` stages the messages (`MQTTOutbox.stage`) and the
+/// first one of a turn schedules the commit at the turn's end (a timer due now runs after the
+/// turn's events), so every batch accepted in one epoll wake-up costs one SQLite transaction,
+/// not one each. A message is sent to the broker only from the outbox, so nothing leaves before
+/// its commit; the stage is bounded (committed at once when full). Sequence numbers come from
+/// the publisher; a `kill -9` before the commit loses the staged messages and their numbers
+/// together, and the restarted publisher continues from the committed numbers: still no gap.
 final class FleetExporter {
     let client: MQTTClient
     let outbox: MQTTOutbox
     var publisher: FleetPublisher
     let window: Int
+    let loop: EpollLoop
+    private var commitScheduled = false
     /// Last outbox id handed to the client on this connection (0: from the start).
     private var cursor: Int64 = 0
     private var inFlight: [Int32: Int64] = [:]
@@ -87,10 +97,12 @@ final class FleetExporter {
     private(set) var published: UInt64 = 0
     private(set) var acks: UInt64 = 0
     private(set) var storeError: StoreError?
-    private var lastReason: String?
+    /// The disconnection reasons logged since the last connection.
+    private var loggedReasons: Set<String> = []
     /// `--mqtt-commands`: what to do with a parsed command (nil: commands off, nothing subscribed).
     var onCommand: ((FleetCommand) -> Void)?
     private(set) var commandsRefused = 0
+    private(set) var commandsRun = 0
     let commandsEnabled: Bool
     let log: (String) -> Void
 
@@ -98,6 +110,7 @@ final class FleetExporter {
         outbox = try MQTTOutbox(path: settings.outboxPath, capacity: settings.outboxCapacity)
         publisher = FleetPublisher(hubName: hubName, sequences: try outbox.sequences())
         window = 256
+        self.loop = loop
         client = MQTTClient(loop: loop, endpoint: settings.endpoint, clientID: clientID,
                             status: MQTTStatusTopic(topic: publisher.statusTopic), inFlightLimit: window)
         self.log = log
@@ -109,31 +122,52 @@ final class FleetExporter {
     func start() { client.start() }
 
     func close() {
+        commit()
         flush()
         client.close()
         outbox.close()
     }
 
     var info: HubMQTTInfo {
-        HubMQTTInfo(broker: client.endpoint.description, connected: client.isConnected, outboxDepth: outbox.count,
-                    droppedTotal: outbox.dropped.total, publishedTotal: published, acknowledgedTotal: acks,
-                    connectionsLost: client.disconnects, lastError: client.isConnected ? nil : (storeError.map { "\($0)" } ?? client.lastError))
+        var i = HubMQTTInfo(broker: client.endpoint.description, connected: client.isConnected, outboxDepth: outbox.count,
+                            droppedTotal: outbox.dropped.total, publishedTotal: published, acknowledgedTotal: acks,
+                            connectionsLost: client.disconnects, lastError: client.isConnected ? nil : (storeError.map { "\($0)" } ?? client.lastError))
+        i.connectFailures = client.connectFailures
+        i.commandsRun = commandsRun
+        i.commandsRefused = commandsRefused
+        return i
     }
 
-    /// Stores messages (one transaction) and sends what the window allows.
+    /// A command carried out (true) or refused (false), for the counts in `info`.
+    func commandDone(_ ran: Bool) {
+        if ran { commandsRun += 1 } else { commandsRefused += 1 }
+    }
+
+    /// Stages messages for this loop turn's commit (see the type's note).
     func enqueue(_ messages: [FleetMessage]) {
         guard !messages.isEmpty else { return }
-        let rows = messages.map {
+        let full = outbox.stage(messages.map {
             OutboxMessage(topic: $0.topic, payload: $0.payload, retain: $0.retain,
                           priority: OutboxMessage.Priority(rawValue: $0.kind.rawValue) ?? .sample, sequence: $0.sequence)
+        })
+        if full {
+            commit()
+        } else if !commitScheduled {
+            commitScheduled = true
+            loop.schedule(at: loop.now) { [unowned self] in self.commit() }
         }
+    }
+
+    /// Stores the staged messages in one transaction, then sends what the window allows.
+    func commit() {
+        commitScheduled = false
+        guard !outbox.staged.isEmpty else { return }
         do throws(StoreError) {
-            try outbox.append(rows)
+            try outbox.commitStaged()
             storeError = nil
         } catch {
             if storeError != error { log("MQTT outbox: \(error): these messages are not exported") }
             storeError = error
-            return
         }
         pump()
     }
@@ -142,16 +176,17 @@ final class FleetExporter {
         switch event {
         case .connected:
             log("MQTT: connected to \(client.endpoint) (\(outbox.count) messages waiting)")
-            lastReason = nil
+            loggedReasons.removeAll()
             cursor = 0
             inFlight.removeAll()
             publisher.rediscover()
             pump()
         case let .disconnected(reason, retryIn):
-            // One line per new reason, not one per retry (the back-off tops out at 5 s).
-            if reason != lastReason {
+            // One line per reason while disconnected, not one per retry (the back-off tops out
+            // at 5 s; a refusal may alternate between two wordings): at most 4 lines an outage.
+            if !loggedReasons.contains(reason) && loggedReasons.count < 4 {
                 log("MQTT: \(reason); retrying every few seconds (next in \(retryIn)), \(outbox.count) messages kept in the outbox")
-                lastReason = reason
+                loggedReasons.insert(reason)
             }
             inFlight.removeAll()
         case let .acknowledged(mid):
@@ -273,9 +308,11 @@ extension HubApp {
             switch command {
             case let .answer(line):
                 guard self.settings.askBeforeInviting else {
+                    self.fleet?.commandDone(false)
                     Console.err("piconet-hub: MQTT command answer refused: this hub does not ask (start it with --invite ask)\n")
                     return
                 }
+                self.fleet?.commandDone(true)
                 self.say("piconet-hub: answer from MQTT: \(TerminalText.escaped(line))\n")
                 self.answer(line)
             }

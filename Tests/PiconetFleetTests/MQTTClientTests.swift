@@ -1,6 +1,6 @@
 import Foundation
 import PiconetLoop
-import PiconetMQTT
+@testable import PiconetMQTT
 import PiconetPosix
 import Testing
 
@@ -112,5 +112,70 @@ import Testing
             #expect(e.description.contains("--mqtt '\(bad)'"))
         }
         if case .success = MQTTEndpoint.parse("mqtt://x", caFile: "/ca.pem") { Issue.record("a CA file with plain mqtt:// accepted") }
+    }
+
+    /// A broker name that cannot be looked up: one line saying so (no newline, names the host),
+    /// attempts backing off (0.5 s, 1 s, 2 s, ...), and the loop never stops turning meanwhile.
+    /// The name has an empty label, which the resolver refuses without asking any server.
+    @Test func unresolvableBrokerIsAOneLineErrorWithBackOff() throws {
+        let loop = try EpollLoop()
+        let endpoint = MQTTEndpoint(host: "no-such-broker..invalid", port: 1883)
+        let client = MQTTClient(loop: loop, endpoint: endpoint, clientID: "c", status: MQTTStatusTopic(topic: "piconet/t/status"),
+                                maximumBackOff: .seconds(2))
+        var reasons: [String] = []
+        client.onEvent = { if case let .disconnected(reason, _) = $0 { reasons.append(reason) } }
+        var ticks = 0
+        let tick = loop.scheduleRepeating(every: .milliseconds(10)) { ticks += 1 }
+        client.start()
+        let start = loop.now
+        try Self.spin(loop, seconds: 3.2) { false }
+        tick.cancel()
+        let elapsed = (loop.now - start).nanoseconds / 1_000_000
+        #expect(!client.isConnected)
+        #expect(reasons.count >= 2 && reasons.count <= 4, "backed off: \(reasons.count) attempts in 3.2 s")
+        #expect(client.connectFailures == reasons.count)
+        let line = reasons.first ?? ""
+        #expect(line.hasPrefix("cannot connect to mqtt://no-such-broker..invalid:1883: cannot look up no-such-broker..invalid: "), "\(line)")
+        #expect(!line.contains("\n"))
+        #expect(client.lastError == reasons.last)
+        // 10 ms ticks: a loop blocked in a lookup would have run far fewer.
+        #expect(ticks > Int(elapsed / 10) / 2, "the loop kept turning (\(ticks) ticks in \(elapsed) ms)")
+        client.close()
+        #expect(loop.registrationCount == 0)
+    }
+
+    /// A lookup that takes longer than its limit: the owner hears "no answer within" at the limit,
+    /// the thread's late answer is dropped, and `inFlight` stays true until the thread has ended.
+    @Test func slowLookupTimesOutWithoutBlockingTheLoop() throws {
+        let loop = try EpollLoop()
+        var results: [Result<[String], NameLookupError>] = []
+        let lookup = NameLookup("slow.example", on: loop, limit: .milliseconds(200), resolver: { host in
+            usleep(800_000)
+            return .success(["192.0.2.1"])
+        }) { results.append($0) }
+        let start = loop.now
+        try Self.spin(loop, seconds: 2) { !results.isEmpty }
+        let waited = (loop.now - start).nanoseconds / 1_000_000
+        #expect(results.count == 1)
+        if case let .failure(e)? = results.first {
+            #expect(e.description == "cannot look up slow.example: no answer within 0.2 seconds")
+        } else { Issue.record("expected a time-out, got \(results)") }
+        #expect(waited < 700, "answered at the limit, not when the resolver returned (\(waited) ms)")
+        #expect(lookup.inFlight, "the thread still runs")
+        try Self.spin(loop, seconds: 3) { !lookup.inFlight }
+        #expect(!lookup.inFlight, "the late answer came back and the thread was joined")
+        #expect(results.count == 1, "the late answer is dropped")
+
+        var numeric: [Result<[String], NameLookupError>] = []
+        let immediate = NameLookup("10.1.2.3", on: loop, limit: .seconds(1)) { numeric.append($0) }
+        try Self.spin(loop, seconds: 1) { !numeric.isEmpty }
+        #expect(!immediate.inFlight)
+        #expect(try numeric.first?.get() == ["10.1.2.3"], "a numeric address is its own answer")
+        #expect(NameLookup.isNumeric("::1") && !NameLookup.isNumeric("broker.local"))
+    }
+
+    @Test func openSSLErrorLinesAreCutToTheirReason() {
+        #expect(MQTTClient.libraryLogLine("OpenSSL Error[0]: error:0A000086:SSL routines::certificate verify failed") == "certificate verify failed")
+        #expect(MQTTClient.libraryLogLine("Error: broker\nsaid no") == "Error: broker said no")
     }
 }

@@ -66,4 +66,43 @@ import Testing
     @Test func unwritablePathIsAClearError() {
         #expect(throws: StoreError.self) { try MQTTOutbox(path: "/nonexistent-dir/outbox.sqlite") }
     }
+
+    /// The exporter stages a loop turn's messages and commits them together: staged messages are
+    /// neither counted nor readable (so never sent) before the commit, come out in order after
+    /// it in one transaction, and a crash before the commit keeps only what was committed.
+    @Test func stagedMessagesAreStoredOnlyByTheCommit() throws {
+        let dir = try TempDir()
+        defer { dir.cleanup() }
+        let path = dir.file("outbox.sqlite")
+        let outbox = try MQTTOutbox(path: path, stageLimit: 5)
+        #expect(outbox.stage((1...2).map { Self.message("hr", $0) }) == false)
+        #expect(outbox.stage([Self.message("motion", 1)]) == false)
+        #expect(outbox.count == 0 && outbox.staged.count == 3)
+        #expect(try outbox.messages(after: 0, limit: 10).isEmpty, "nothing staged can be read back (sent) before its commit")
+        let (stored, _) = try outbox.commitStaged()
+        #expect(stored.map { "\($0.topic)\($0.sequence)" } == ["hr1", "hr2", "motion1"])
+        #expect(outbox.count == 3 && outbox.staged.isEmpty)
+        #expect(try outbox.commitStaged().stored.isEmpty, "an empty stage commits nothing")
+        #expect(outbox.stage((3...7).map { Self.message("hr", $0) }) == true, "at the stage limit: commit now")
+        // A crash here: the reopened file has what was committed, not what was only staged.
+        let fm = FileManager.default
+        let crash = dir.file("crash.sqlite")
+        try fm.copyItem(atPath: path, toPath: crash)
+        if fm.fileExists(atPath: path + "-wal") { try fm.copyItem(atPath: path + "-wal", toPath: crash + "-wal") }
+        let reopened = try MQTTOutbox(path: crash)
+        #expect(reopened.count == 3)
+        #expect(try reopened.sequences() == ["hr": 2, "motion": 1], "numbering continues after the committed messages: no gap")
+        try outbox.commitStaged()
+        #expect(try outbox.messages(after: 0, limit: 10).map(\.sequence) == [1, 2, 1, 3, 4, 5, 6, 7])
+        outbox.close()
+        reopened.close()
+    }
+
+    @Test func commitAfterCloseIsAnErrorAndEmptiesTheStage() {
+        let outbox = try? MQTTOutbox(path: ":memory:")
+        outbox?.close()
+        _ = outbox?.stage([Self.message("hr", 1)])
+        #expect(throws: StoreError.closed) { try outbox?.commitStaged() }
+        #expect(outbox?.staged.isEmpty == true)
+    }
 }
