@@ -120,9 +120,9 @@ let package = Package(
         // OS edge for MQTT (hub only): libmosquitto driven by the epoll loop.
         .target(name: "PiconetMQTT", dependencies: ["PiconetPosix", "PiconetLoop", "CMosquitto"], swiftSettings: swift6),
 
-        // Hub history (runtime level: SQLite in WAL mode through GRDB; Foundation allowed here).
+        // Hub history (runtime level: SQLite in WAL mode through GRDB; files through PiconetPosix, no Foundation import).
         .target(name: "PiconetStore",
-                dependencies: ["PiconetSensors", "PiconetHub", .product(name: "GRDB", package: "GRDB.swift")],
+                dependencies: ["PiconetSensors", "PiconetHub", "PiconetPosix", .product(name: "GRDB", package: "GRDB.swift")],
                 swiftSettings: swift6),
 
         // Runtime: wiring and OS adapters.
