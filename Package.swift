@@ -37,7 +37,7 @@ let swift6: [SwiftSetting] = [.swiftLanguageMode(.v6)]
 // ~0.9 MB of .dynsym/.dynstr/.gnu.hash into a static binary) and packed
 // relative relocations (DT_RELR, glibc >= 2.36 as on Debian 12 / Raspberry Pi OS
 // bookworm: ~1 MB less .rela.dyn). Measured on piconet-node, stripped, static
-// stdlib: 20.3 MB -> 17.6 MB. scripts/bench.d/65-node-footprint reports the size.
+// stdlib: 20.3 MB -> 17.6 MB. scripts/bench.d/65-hub-footprint reports the hub's size.
 let smallBinary: [LinkerSetting] = [
     .unsafeFlags(["-use-ld=lld", "-Xlinker", "--no-export-dynamic", "-Xlinker", "-z", "-Xlinker", "pack-relative-relocs"],
                  .when(platforms: [.linux], configuration: .release)),
@@ -122,9 +122,9 @@ let package = Package(
         // OS edge for MQTT (hub only): libmosquitto driven by the epoll loop.
         .target(name: "PiconetMQTT", dependencies: ["PiconetPosix", "PiconetLoop", "CMosquitto"], swiftSettings: swift6),
 
-        // Hub history (runtime level: SQLite in WAL mode through GRDB; Foundation allowed here).
+        // Hub history (runtime level: SQLite in WAL mode through GRDB; files through PiconetPosix, no Foundation import).
         .target(name: "PiconetStore",
-                dependencies: ["PiconetSensors", "PiconetHub", .product(name: "GRDB", package: "GRDB.swift")],
+                dependencies: ["PiconetSensors", "PiconetHub", "PiconetPosix", .product(name: "GRDB", package: "GRDB.swift")],
                 swiftSettings: swift6),
 
         // Runtime: wiring and OS adapters.

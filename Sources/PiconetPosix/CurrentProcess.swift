@@ -25,6 +25,19 @@ public enum CurrentProcess {
     /// Ends the process with `status`, flushing what `print` buffered. The corresponding C function is `exit`.
     public static func exit(_ status: Int32) -> Never { Sys.exit(status) }
 
+    /// Stops the process with SIGABRT after writing `reason` and a newline to stderr.
+    ///
+    /// The one door out of the process for "this must not go on" outside the syscall layer's own
+    /// bug checks, so a trap anywhere else is a finding: for oracles such as piconet-fuzz's
+    /// (libFuzzer catches the SIGABRT and keeps the input as crash-…), never for anything a
+    /// peer, a file or a user can cause (those get errors). Unlike `fatalError` it works the
+    /// same in Embedded Swift and release builds and says why in plain text.
+    /// The corresponding C function is `abort`.
+    public static func abort(reason: String) -> Never {
+        Console.err(reason + "\n")
+        Sys.abort()
+    }
+
     /// Writes out what `print` buffered (stdio), e.g. before a line another process waits for.
     /// The corresponding C function is `fflush(NULL)`.
     public static func flushOutput() { Sys.flushStandardStreams() }

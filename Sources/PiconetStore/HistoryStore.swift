@@ -1,14 +1,16 @@
-import Foundation
 import GRDB
 import GRDBSQLite
 import PiconetHub
 import PiconetLoop
+import PiconetPosix
 import PiconetSensors
 import PiconetWire
 
-// PiconetStore — the hub's history in SQLite (runtime level: GRDB, Foundation allowed).
+// PiconetStore — the hub's history in SQLite (runtime level: GRDB; no Foundation of its own:
+// files through PiconetPosix's FileSystem, blobs read as [UInt8] straight from SQLite, since
+// every GRDB blob accessor hands out Foundation's Data).
 //
-//   runtime:   PiconetStore (this module) → GRDB → libsqlite3
+//   runtime:   PiconetStore (this module) → GRDB → libsqlite3;  PiconetPosix (FileSystem)
 //   features:  PiconetHub (WindowStats)   PiconetSensors (SampleBatch: the compact raw format)
 
 /// Why the history store failed. Small and clear; every case says what to do.
@@ -122,13 +124,19 @@ public final class HistoryStore {
         var pragmas = ["PRAGMA synchronous = \(synchronousFull ? "FULL" : "NORMAL")"]
         if let maximumPageCount { pragmas.append("PRAGMA max_page_count = \(maximumPageCount)") }
         if path != ":memory:" {
-            let dir = (path as NSString).deletingLastPathComponent
-            var isDir: ObjCBool = false
-            if !dir.isEmpty, !FileManager.default.fileExists(atPath: dir, isDirectory: &isDir) || !isDir.boolValue {
+            let dir = HistoryStore.directory(of: path)
+            if !dir.isEmpty, !FileSystem.isDirectory(dir) {
                 throw StoreError.unwritable(path: path, reason: "directory \(dir) does not exist")
             }
         }
         file = try SQLiteFile(path: path, migrator: HistoryStore.migrator, pragmas: pragmas)
+    }
+
+    /// The folder part of `path` ("" for a bare file name, "/" for a file at the root), checked
+    /// before SQLite opens the file, whose own error for a missing folder is only "unable to open".
+    static func directory(of path: String) -> String {
+        guard let slash = path.lastIndex(of: "/") else { return "" }
+        return slash == path.startIndex ? "/" : String(path[..<slash])
     }
 
     static var migrator: DatabaseMigrator {
@@ -243,22 +251,45 @@ public final class HistoryStore {
 
     /// Stored batches of `node` with arrival in `range`, oldest first. Rows whose payload
     /// no longer parses (a damaged page) are skipped and counted in `skipped`.
+    ///
+    /// Stepped with sqlite3_* on the cached statement, as `insert` binds: the payload is copied
+    /// once from SQLite's buffer into the `[UInt8]` the parser takes (GRDB's row accessors would
+    /// hand it out as Foundation's `Data`, which this module does not import).
     public func batches(node: String, in range: ClosedRange<Int64> = .min ... .max,
                         limit: Int = 10_000) throws(StoreError) -> (batches: [StoredBatch], skipped: Int) {
         try read { db in
-            let rows = try Row.fetchAll(db, sql: """
+            let statement = try db.cachedStatement(sql: """
                 SELECT received_at, payload FROM batch WHERE node = ? AND received_at BETWEEN ? AND ?
                 ORDER BY received_at, id LIMIT ?
-                """, arguments: [node, range.lowerBound, range.upperBound, limit])
+                """)
+            let stmt = statement.sqliteStatement
+            let transient = unsafeBitCast(-1, to: sqlite3_destructor_type.self)
+            sqlite3_reset(stmt)
+            defer { sqlite3_reset(stmt); sqlite3_clear_bindings(stmt) }
+            var code = node.withCString { sqlite3_bind_text(stmt, 1, $0, -1, transient) }
+            if code == SQLITE_OK { code = sqlite3_bind_int64(stmt, 2, range.lowerBound) }
+            if code == SQLITE_OK { code = sqlite3_bind_int64(stmt, 3, range.upperBound) }
+            if code == SQLITE_OK { code = sqlite3_bind_int64(stmt, 4, Int64(limit)) }
             var out: [StoredBatch] = []
             var skipped = 0
-            for row in rows {
-                let data: Data = row["payload"]
-                guard let batch = try? SampleBatch(decoding: [UInt8](data)) else {
+            while code == SQLITE_OK || code == SQLITE_ROW {
+                code = sqlite3_step(stmt)
+                guard code == SQLITE_ROW else { break }
+                let receivedAt = sqlite3_column_int64(stmt, 0)
+                // sqlite3_column_blob before sqlite3_column_bytes (SQLite's documented order);
+                // an empty blob is a null pointer and 0 bytes.
+                let blob = sqlite3_column_blob(stmt, 1)
+                let count = Int(sqlite3_column_bytes(stmt, 1))
+                let payload = blob.map { [UInt8](UnsafeRawBufferPointer(start: $0, count: count)) } ?? []
+                guard let batch = try? SampleBatch(decoding: payload) else {
                     skipped += 1
                     continue
                 }
-                out.append(StoredBatch(node: node, receivedAt: row["received_at"], batch: batch))
+                out.append(StoredBatch(node: node, receivedAt: receivedAt, batch: batch))
+            }
+            guard code == SQLITE_DONE else {
+                throw DatabaseError(resultCode: ResultCode(rawValue: code),
+                                    message: String(cString: sqlite3_errmsg(db.sqliteConnection)))
             }
             return (out, skipped)
         }

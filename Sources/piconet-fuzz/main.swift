@@ -37,9 +37,10 @@ func LLVMFuzzerRunDriver(_ argc: UnsafeMutablePointer<Int32>,
                          _ argv: UnsafeMutablePointer<UnsafeMutablePointer<UnsafeMutablePointer<CChar>?>>,
                          _ callback: @convention(c) (UnsafePointer<UInt8>?, Int) -> Int32) -> Int32
 
-/// Stops the run with the reason: libFuzzer reports the input that got here.
+/// Stops the run with the reason: libFuzzer reports the input that got here. Through
+/// PiconetPosix's one door for it (reason on stderr, then SIGABRT, which libFuzzer catches).
 func violated(_ target: String, _ why: String) -> Never {
-    fatalError("piconet-fuzz \(target): \(why)")
+    CurrentProcess.abort(reason: "piconet-fuzz \(target): \(why)")
 }
 
 /// decode ∘ encode = id for a wire value that parsed.

@@ -24,6 +24,16 @@ import Testing
         #expect(CurrentProcess.hostName() != nil)
     }
 
+    /// The one deliberate stop (piconet-fuzz's oracle): the reason on stderr, then SIGABRT, which
+    /// is what libFuzzer needs to see to keep the input. Run in a child process (an exit test).
+    @Test func abortWritesTheReasonAndEndsWithSIGABRT() async {
+        let result = await #expect(processExitsWith: .signal(SIGABRT), observing: [\.standardErrorContent]) {
+            CurrentProcess.abort(reason: "piconet-fuzz json: re-encoded value does not parse")
+        }
+        let stderr = String(decoding: result?.standardErrorContent ?? [], as: UTF8.self)
+        #expect(stderr.contains("piconet-fuzz json: re-encoded value does not parse\n"), "stderr: \(stderr)")
+    }
+
     @Test func readingAFileGoesOpenReadCloseAndAMissingFileIsATypedError() throws {
         let mock = SyscallMock()
         let bytes = try SyscallMock.$current.withValue(mock) { () throws(IOError) -> [UInt8] in

@@ -2,7 +2,7 @@ import Foundation
 import PiconetHub
 import PiconetLoop
 import PiconetSensors
-import PiconetStore
+@testable import PiconetStore
 import Testing
 
 /// A fresh temporary directory, removed by `cleanup()`.
@@ -124,6 +124,55 @@ func someAggregate(node: String, at: Int64) -> StoredAggregate {
         let recorder = HistoryRecorder(path: "/proc/piconet-history.sqlite")
         guard case .memoryOnly(let e?) = recorder.mode else { Issue.record("recorder did not fall back: \(recorder.mode)"); return }
         #expect(recorder.statusLine.contains("IN MEMORY ONLY"), "\(e)")
+    }
+
+    @Test func aParentThatIsAFileIsAClearErrorToo() throws {
+        let dir = try TempDir()
+        defer { dir.cleanup() }
+        let file = dir.file("plain-file")
+        try Data("x".utf8).write(to: URL(fileURLWithPath: file))
+        do {
+            _ = try HistoryStore(path: file + "/history.sqlite")
+            Issue.record("opening under a plain file succeeded")
+        } catch {
+            guard case let .unwritable(_, reason) = error else { Issue.record("got \(error)"); return }
+            #expect(reason == "directory \(file) does not exist")
+        }
+        #expect(HistoryStore.directory(of: "/var/lib/piconet/history.sqlite") == "/var/lib/piconet")
+        #expect(HistoryStore.directory(of: "/history.sqlite") == "/")
+        #expect(HistoryStore.directory(of: "history.sqlite") == "")
+        #expect(HistoryStore.directory(of: "db/h.sqlite") == "db")
+    }
+
+    /// A payload damaged on disk is skipped and counted, the rows around it still read: the blob
+    /// read copies exactly the stored bytes (no Foundation `Data` in between) into the checked parser.
+    @Test func aDamagedPayloadIsSkippedAndCounted() throws {
+        let dir = try TempDir()
+        defer { dir.cleanup() }
+        let path = dir.file("damaged.sqlite")
+        var batches = sampleBatches(count: 5)
+        for i in batches.indices { batches[i].receivedAt = 1_700_000_000_000_000_000 + Int64(i) * 1_000_000_000 }
+        do {
+            let store = try HistoryStore(path: path)
+            try store.append(batches: batches)
+            store.close()  // the last connection checkpoints the WAL into the main file
+        }
+        #expect(!FileManager.default.fileExists(atPath: path + "-wal"), "the WAL was checkpointed on close")
+        var file = [UInt8](try Data(contentsOf: URL(fileURLWithPath: path)))
+        let victim = batches[2].batch.encoded()
+        let at = try #require((0...(file.count - victim.count)).first { file[$0..<($0 + victim.count)].elementsEqual(victim) },
+                              "the third batch's payload is in the file as written")
+        file[at + 22] = 0xFF  // the record count: 255 > SampleBatch.maximumRecords, so it no longer parses
+        try Data(file).write(to: URL(fileURLWithPath: path))
+
+        let reopened = try HistoryStore(path: path)
+        let (read, skipped) = try reopened.batches(node: "n1")
+        #expect(skipped == 1)
+        #expect(read == batches.enumerated().filter { $0.offset != 2 }.map(\.element))
+        #expect(try reopened.batches(node: "n1", limit: 2).batches == Array(batches.prefix(2)), "LIMIT is bound")
+        #expect(try reopened.batches(node: "nobody").batches.isEmpty, "the node is bound")
+        let window = batches[3].receivedAt ... batches[4].receivedAt
+        #expect(try reopened.batches(node: "n1", in: window).batches == Array(batches[3...4]), "the range is bound")
     }
 
     @Test func aFullDiskKeepsTheHubGoingInMemory() throws {

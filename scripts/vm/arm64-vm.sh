@@ -8,7 +8,8 @@
 #   (irq_sim.c compiled into it), cross: make ARCH=arm64 CROSS_COMPILE=aarch64-linux-gnu-
 #   (gcc-12, as the kernel was built);
 # - bookworm's busybox-static:arm64.
-# All cached in VM_DIR (default ${XDG_CACHE_HOME:-$HOME/.cache}/piconet-vm-arm64)/KVER.
+# All cached in VM_DIR (default ${XDG_CACHE_HOME:-$HOME/.cache}/piconet-vm-arm64)/KVER; once a new
+# KVER is complete, the other versions' folders there are removed (scripts/vm/lib.sh).
 # Each run packs a fresh initramfs (cpio) with busybox, the modules gpio-sim needs, the given
 # piconet with its libc/libm/libgcc_s, Boards/ and scripts/vm/arm64-init as /init, which makes a
 # gpio-sim chip and runs the checks (GPIO, a loopback session); no 9p, no disk, no network device. The guest's output is printed; the last
@@ -20,6 +21,7 @@
 # env: PICONET_ARM64_VM_TIMEOUT (seconds for the boot and the checks, default 600; qemu is killed then)
 set -euo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
+. "$HERE/lib.sh"
 ROOT=$(cd "$HERE/../.." && pwd)
 VM_DIR=$(realpath -m "${PICONET_ARM64_VM_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/piconet-vm-arm64}")
 mode=${1:-}; [ "$mode" = setup ] || [ "$mode" = run ] || { echo "usage: $0 setup | run PICONET LIBC_ROOT" >&2; exit 2; }
@@ -29,10 +31,8 @@ for t in qemu-system-aarch64 aarch64-linux-gnu-gcc-12 cpio depmod; do
   command -v "$t" >/dev/null || { echo "arm64-vm: $t is missing (scripts/bootstrap --vm installs it)" >&2; exit 2; }
 done
 
-# --- the Debian mirror the host already uses (as setup-host.sh)
-MIRROR=$( { grep -hE '^URIs:' /etc/apt/sources.list.d/*.sources 2>/dev/null | awk '{print $2}' || true;
-            grep -hE '^deb ' /etc/apt/sources.list /etc/apt/sources.list.d/*.list 2>/dev/null | awk '{for(i=2;i<=NF;i++) if($i ~ /^[a-z]+:\/\//){print $i; break}}' || true; } \
-          | grep -E '/debian/?$' | head -n1 || true)
+# --- the Debian mirror the host already uses (scripts/vm/lib.sh, as setup-host.sh)
+MIRROR=$(debian_mirror)
 [ -n "$MIRROR" ] || { echo "arm64-vm: no Debian mirror found in the host's apt sources" >&2; exit 2; }
 
 # --- private apt state: bookworm-backports (kernel) and bookworm (busybox), arm64 and amd64
@@ -65,6 +65,8 @@ if [ ! -f "$R/.complete" ]; then
       busybox-static:arm64)
   for d in "$C"/debs/*.deb; do dpkg -x "$d" "$R"; done
   rm -rf "$C/debs"; touch "$R/.complete"
+  # A new kernel replaces the old ones: their roots (and gpio-sim builds) are never used again.
+  prune_other_versions "$VM_DIR" "$KVER" '*-arm64'
 fi
 if [ -d "$R/usr/lib/modules/$KVER" ]; then MBASE=$R/usr; else MBASE=$R; fi
 MDIR=$MBASE/lib/modules/$KVER

@@ -15,6 +15,7 @@
 # result: VM_DIR/vm.env with VM_KERNEL, VM_INITRD, VM_KROOT for vmrun.sh
 set -euo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
+. "$HERE/lib.sh"
 VM_DIR=$(realpath -m "${1:-${XDG_CACHE_HOME:-$HOME/.cache}/piconet-vm}")
 mkdir -p "$VM_DIR"
 export DEBIAN_FRONTEND=noninteractive
@@ -37,9 +38,7 @@ if [ "${SKIP_APT_INSTALL:-0}" != 1 ]; then
 fi
 
 # --- the Debian mirror the host already uses (deb822 or one-line format)
-MIRROR=$( { grep -hE '^URIs:' /etc/apt/sources.list.d/*.sources 2>/dev/null | awk '{print $2}' || true;
-            grep -hE '^deb ' /etc/apt/sources.list /etc/apt/sources.list.d/*.list 2>/dev/null | awk '{for(i=2;i<=NF;i++) if($i ~ /^[a-z]+:\/\//){print $i; break}}' || true; } \
-          | grep -E '/debian/?$' | head -n1 || true)
+MIRROR=$(debian_mirror)
 [ -n "$MIRROR" ] || { echo "setup-host: no Debian mirror found in the host's apt sources" >&2; exit 2; }
 
 # --- private apt state for bookworm-backports (only used for apt-get download)

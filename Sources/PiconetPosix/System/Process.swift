@@ -38,6 +38,13 @@ extension Sys {
         CPiconetPosix.exit(status)
     }
 
+    /// Ends the process at once with SIGABRT: no exit handlers, no stdio flush; a core dump, or
+    /// a crash report from a fuzzer that catches the signal. The corresponding C function is `abort`.
+    static func abort() -> Never {
+        _ = syscallHook("abort", [])
+        CPiconetPosix.abort()
+    }
+
     /// Restores the default action for `signal` (a second Ctrl-C then ends the process at once).
     /// The corresponding C function is `signal(_, SIG_DFL)`.
     static func restoreDefaultAction(_ signal: CInt) throws(IOError) {
