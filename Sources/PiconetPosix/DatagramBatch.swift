@@ -11,7 +11,7 @@ import CPiconetPosix
 final class DatagramBatch {
     let capacity: Int
     let slotSize: Int
-    /// CMSG_SPACE(in_pktinfo) is 32 on 64-bit Linux; room for one more message the kernel may add.
+    /// CMSG_SPACE(in_pktinfo) is 32 on 64-bit Linux, SO_RXQ_OVFL's count 16; room for one more.
     static let controlSize = 64
 
     private let payload: UnsafeMutableRawPointer

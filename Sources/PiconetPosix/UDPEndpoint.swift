@@ -36,6 +36,9 @@ public final class UDPEndpoint: DatagramEndpoint {
         public var reusePort = false
         /// IP_PKTINFO: fill `Datagram.interfaceIndex` and `.destination`.
         public var receivePacketInfo = true
+        /// SO_RXQ_OVFL: count the datagrams the kernel dropped because this socket's receive
+        /// buffer was full (`Statistics.kernelDropped`), which the program never sees otherwise.
+        public var countKernelDrops = true
         /// The largest datagram `send` accepts and `receive` delivers whole. 65507 is
         /// IPv4's limit; set the path MTU minus headers (e.g. 1472) to avoid fragmentation.
         public var maximumDatagramSize = 65_507
@@ -98,6 +101,10 @@ public final class UDPEndpoint: DatagramEndpoint {
         public var sendErrors = 0
         /// Coalesced datagrams dropped because the send buffer was full at the flush.
         public var coalescedDropped = 0
+        /// Datagrams the kernel dropped before we could read them: the receive buffer was full
+        /// (SO_RXQ_OVFL). The kernel reports its running count with the next datagram that is
+        /// queued, so a drop shows once the socket is read again.
+        public var kernelDropped = 0
     }
 
     public let loop: EpollLoop
@@ -109,6 +116,8 @@ public final class UDPEndpoint: DatagramEndpoint {
     public var onDatagram: ((Datagram) -> Void)?
     public var onWritable: (() -> Void)?
     public private(set) var statistics = Statistics()
+    /// The kernel's SO_RXQ_OVFL count last seen (a wrapping 32-bit counter of this socket).
+    private var kernelDropCount: UInt32 = 0
     public var isClosed: Bool { socket.isClosed }
 
     // The receive pool, reused for every batch; the send pool, made on the first batch send.
@@ -138,6 +147,7 @@ public final class UDPEndpoint: DatagramEndpoint {
         if options.reuseAddress { try Sys.setSocketOption(fd, SOL_SOCKET, SO_REUSEADDR, 1) }
         if options.reusePort { try Sys.setSocketOption(fd, SOL_SOCKET, SO_REUSEPORT, 1) }
         if options.receivePacketInfo || options.acceptedInterfaces != nil, sa.family == AF_INET { try Sys.setSocketOption(fd, CInt(IPPROTO_IP), IP_PKTINFO, 1) }
+        if options.countKernelDrops { try Sys.setSocketOption(fd, SOL_SOCKET, SO_RXQ_OVFL, 1) }
         if let n = options.receiveBufferSize { try Sys.setSocketOption(fd, SOL_SOCKET, SO_RCVBUF, CInt(clamping: n)) }
         if let n = options.sendBufferSize { try Sys.setSocketOption(fd, SOL_SOCKET, SO_SNDBUF, CInt(clamping: n)) }
         if let device = options.device { try Sys.bindToDevice(fd, device) }
@@ -492,6 +502,14 @@ public final class UDPEndpoint: DatagramEndpoint {
     private func datagram(inSlot i: Int) -> Datagram? {
         let pool = receivePool
         let count = Int(pool.headers[i].msg_len)
+        if options.countKernelDrops, let total = Self.kernelDropCount(&pool.headers[i].msg_hdr) {
+            // Running count: add what it grew by since last seen (modulo 2^32; never backwards).
+            let grown = total &- kernelDropCount
+            if grown < 0x8000_0000 {
+                statistics.kernelDropped += Int(grown)
+                kernelDropCount = total
+            }
+        }
         if pool.headers[i].msg_hdr.msg_flags & CInt(MSG_TRUNC) != 0 || count > options.maximumDatagramSize {
             statistics.truncatedDropped += 1
             return nil
@@ -521,6 +539,18 @@ public final class UDPEndpoint: DatagramEndpoint {
                let data = piconet_cmsg_data(h) {
                 let info = UnsafeRawPointer(data).loadUnaligned(as: in_pktinfo.self)
                 return (Int(info.ipi_ifindex), IPv4Address(info.ipi_addr))
+            }
+            c = piconet_cmsg_nxthdr(&msg, h)
+        }
+        return nil
+    }
+
+    /// Finds SO_RXQ_OVFL's count in the control messages: the socket's drops so far (a `UInt32`).
+    private static func kernelDropCount(_ msg: inout msghdr) -> UInt32? {
+        var c = piconet_cmsg_firsthdr(&msg)
+        while let h = c {
+            if h.pointee.cmsg_level == SOL_SOCKET, h.pointee.cmsg_type == SO_RXQ_OVFL, let data = piconet_cmsg_data(h) {
+                return UnsafeRawPointer(data).loadUnaligned(as: UInt32.self)
             }
             c = piconet_cmsg_nxthdr(&msg, h)
         }
