@@ -11,8 +11,11 @@ import CPiconetPosix
 final class DatagramBatch {
     let capacity: Int
     let slotSize: Int
-    /// CMSG_SPACE(in_pktinfo) is 32 on 64-bit Linux; room for one more message the kernel may add.
-    static let controlSize = 64
+    /// Room for every control message a receive can carry, on 64-bit Linux: UDP_GRO's segment
+    /// size (CMSG_SPACE(int) = 24, written first), IP_PKTINFO (CMSG_SPACE(in_pktinfo) = 32) and
+    /// SO_RXQ_OVFL's drop count (CMSG_SPACE(uint32) = 24) make 80; a cut buffer (MSG_CTRUNC)
+    /// would silently lose the later ones, so round up with room to spare.
+    static let controlSize = 128
 
     private let payload: UnsafeMutableRawPointer
     let names: UnsafeMutablePointer<sockaddr_storage>

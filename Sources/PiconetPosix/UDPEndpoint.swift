@@ -42,6 +42,9 @@ public final class UDPEndpoint: DatagramEndpoint {
         public var reusePort = false
         /// IP_PKTINFO: fill `Datagram.interfaceIndex` and `.destination`.
         public var receivePacketInfo = true
+        /// SO_RXQ_OVFL: count the datagrams the kernel dropped because this socket's receive
+        /// buffer was full (`Statistics.kernelDropped`), which the program never sees otherwise.
+        public var countKernelDrops = true
         /// The largest datagram `send` accepts and `receive` delivers whole. 65507 is
         /// IPv4's limit; set the path MTU minus headers (e.g. 1472) to avoid fragmentation.
         public var maximumDatagramSize = 65_507
@@ -119,6 +122,10 @@ public final class UDPEndpoint: DatagramEndpoint {
         public var segmentationFallbacks = 0
         /// GRO buffers that held several datagrams and were split (each counted in `received`).
         public var coalescedReceives = 0
+        /// Datagrams the kernel dropped before we could read them: the receive buffer was full
+        /// (SO_RXQ_OVFL). The kernel reports its running count with the next datagram that is
+        /// queued, so a drop shows once the socket is read again.
+        public var kernelDropped = 0
     }
 
     public let loop: EpollLoop
@@ -130,6 +137,8 @@ public final class UDPEndpoint: DatagramEndpoint {
     public var onDatagram: ((Datagram) -> Void)?
     public var onWritable: (() -> Void)?
     public private(set) var statistics = Statistics()
+    /// The kernel's SO_RXQ_OVFL count last seen (a wrapping 32-bit counter of this socket).
+    private var kernelDropCount: UInt32 = 0
     public var isClosed: Bool { socket.isClosed }
     /// Whether sends still use UDP GSO: asked for, and not refused by the kernel yet.
     public private(set) var isSegmentationActive: Bool
@@ -172,6 +181,7 @@ public final class UDPEndpoint: DatagramEndpoint {
         if options.reuseAddress { try Sys.setSocketOption(fd, SOL_SOCKET, SO_REUSEADDR, 1) }
         if options.reusePort { try Sys.setSocketOption(fd, SOL_SOCKET, SO_REUSEPORT, 1) }
         if options.receivePacketInfo || options.acceptedInterfaces != nil, sa.family == AF_INET { try Sys.setSocketOption(fd, CInt(IPPROTO_IP), IP_PKTINFO, 1) }
+        if options.countKernelDrops { try Sys.setSocketOption(fd, SOL_SOCKET, SO_RXQ_OVFL, 1) }
         if let n = options.receiveBufferSize { try Sys.setSocketOption(fd, SOL_SOCKET, SO_RCVBUF, CInt(clamping: n)) }
         if let n = options.sendBufferSize { try Sys.setSocketOption(fd, SOL_SOCKET, SO_SNDBUF, CInt(clamping: n)) }
         if let device = options.device { try Sys.bindToDevice(fd, device) }
@@ -600,6 +610,14 @@ public final class UDPEndpoint: DatagramEndpoint {
     private func datagram(inSlot i: Int, whole: Bool = true) -> Datagram? {
         let pool = receivePool
         let count = Int(pool.headers[i].msg_len)
+        if options.countKernelDrops, let total = Self.kernelDropCount(&pool.headers[i].msg_hdr) {
+            // Running count: add what it grew by since last seen (modulo 2^32; never backwards).
+            let grown = total &- kernelDropCount
+            if grown < 0x8000_0000 {
+                statistics.kernelDropped += Int(grown)
+                kernelDropCount = total
+            }
+        }
         if whole, pool.headers[i].msg_hdr.msg_flags & CInt(MSG_TRUNC) != 0 || count > options.maximumDatagramSize {
             statistics.truncatedDropped += 1
             return nil
@@ -624,26 +642,36 @@ public final class UDPEndpoint: DatagramEndpoint {
     /// The UDP_GRO control message's segment size: present only when the kernel coalesced
     /// several datagrams into this buffer. Nil otherwise (or for a nonsensical size of 0).
     private static func receiveSegmentSize(_ msg: inout msghdr) -> Int? {
-        var c = piconet_cmsg_firsthdr(&msg)
-        while let h = c {
-            if h.pointee.cmsg_level == piconet_sol_udp, h.pointee.cmsg_type == piconet_udp_gro,
-               let data = piconet_cmsg_data(h) {
-                let size = Int(UnsafeRawPointer(data).loadUnaligned(as: CInt.self))
-                return size > 0 ? size : nil
-            }
-            c = piconet_cmsg_nxthdr(&msg, h)
-        }
-        return nil
+        guard let data = controlData(&msg, level: piconet_sol_udp, type: piconet_udp_gro, size: MemoryLayout<CInt>.size)
+        else { return nil }
+        let size = Int(data.loadUnaligned(as: CInt.self))
+        return size > 0 ? size : nil
     }
 
-    /// Finds IP_PKTINFO in the control messages (walked with the kernel's CMSG macros).
+    /// IP_PKTINFO: the interface and destination address the datagram arrived on.
     private static func packetInfo(_ msg: inout msghdr) -> (index: Int, destination: IPv4Address)? {
+        guard let data = controlData(&msg, level: CInt(IPPROTO_IP), type: IP_PKTINFO, size: MemoryLayout<in_pktinfo>.size)
+        else { return nil }
+        let info = data.loadUnaligned(as: in_pktinfo.self)
+        return (Int(info.ipi_ifindex), IPv4Address(info.ipi_addr))
+    }
+
+    /// SO_RXQ_OVFL's count: the socket's drops so far (a `UInt32`).
+    private static func kernelDropCount(_ msg: inout msghdr) -> UInt32? {
+        controlData(&msg, level: SOL_SOCKET, type: SO_RXQ_OVFL, size: MemoryLayout<UInt32>.size)?
+            .loadUnaligned(as: UInt32.self)
+    }
+
+    /// The data of the control message `level`/`type`, walked with the kernel's CMSG macros,
+    /// only when it holds all `size` bytes: a control buffer the kernel had to cut (MSG_CTRUNC)
+    /// ends in a header whose length covers no data, and reading past it would read the next
+    /// slot's bytes.
+    private static func controlData(_ msg: inout msghdr, level: CInt, type: CInt, size: Int) -> UnsafeRawPointer? {
         var c = piconet_cmsg_firsthdr(&msg)
         while let h = c {
-            if h.pointee.cmsg_level == CInt(IPPROTO_IP), h.pointee.cmsg_type == IP_PKTINFO,
-               let data = piconet_cmsg_data(h) {
-                let info = UnsafeRawPointer(data).loadUnaligned(as: in_pktinfo.self)
-                return (Int(info.ipi_ifindex), IPv4Address(info.ipi_addr))
+            if h.pointee.cmsg_level == level, h.pointee.cmsg_type == type {
+                guard Int(h.pointee.cmsg_len) >= piconet_cmsg_len(size), let data = piconet_cmsg_data(h) else { return nil }
+                return UnsafeRawPointer(data)
             }
             c = piconet_cmsg_nxthdr(&msg, h)
         }

@@ -199,6 +199,8 @@ public final class ServiceAdvertiser {
     public var names: [InstanceName] { drivers.map { $0.machine.advertisement.name } }
     public var states: [MDNSResponder.State] { drivers.map { $0.machine.state } }
     public var statistics: [MDNSResponder.Stats] { drivers.map { $0.machine.stats } }
+    /// Datagrams the kernel dropped at the mDNS socket, its receive buffer full (SO_RXQ_OVFL).
+    public var kernelDropped: Int { transport.socket.statistics.kernelDropped }
 
     /// Changes the discovery info; browsers report `updated`.
     public func update(info: DiscoveryInfo) {
@@ -310,6 +312,8 @@ public final class ServiceBrowser {
     /// Services currently found, by name.
     public var services: [DiscoveredService] { merged.values.sorted { $0.name < $1.name } }
     public var statistics: [MDNSBrowser.Stats] { drivers.map { $0.machine.stats } }
+    /// Datagrams the kernel dropped at the mDNS socket, its receive buffer full (SO_RXQ_OVFL).
+    public var kernelDropped: Int { transport.socket.statistics.kernelDropped }
 
     public func stop() {
         watcher?.close()

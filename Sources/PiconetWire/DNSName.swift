@@ -89,6 +89,14 @@ public struct DNSName: Hashable, Sendable, CustomStringConvertible {
     /// Pointer loops cannot happen: every pointer must point strictly before the
     /// position it was read from, so each jump moves backwards and the walk ends.
     public init(parsing reader: inout ByteReader) throws(WireError) {
+        var budget = DNSMessage.maximumExpandedLabels
+        try self.init(parsing: &reader, labelBudget: &budget)
+    }
+
+    /// Reads a name, taking each label it yields from `labelBudget`, which the names of one
+    /// message share (`DNSMessage.maximumExpandedLabels`): a 2-byte pointer can stand for 127
+    /// labels, so without it a 9000-byte packet of pointers expands to ~130,000 labels.
+    init(parsing reader: inout ByteReader, labelBudget: inout Int) throws(WireError) {
         var labels: [[UInt8]] = []
         var total = 1
         var cursor = reader
@@ -108,6 +116,11 @@ public struct DNSName: Hashable, Sendable, CustomStringConvertible {
                 guard total <= DNSName.maximumWireLength else {
                     throw .tooLong(field: "DNS name", length: total, limit: DNSName.maximumWireLength)
                 }
+                guard labelBudget > 0 else {
+                    throw .invalidValue(field: "DNS message",
+                                        reason: "its names expand to more than \(DNSMessage.maximumExpandedLabels) labels")
+                }
+                labelBudget -= 1
                 labels.append(try cursor.readBytes(Int(len)))
             case 0xC0:
                 let low = try cursor.readUInt8()

@@ -57,7 +57,7 @@ public enum DNSRecordData: Hashable, Sendable {
 
     /// Parses `length` bytes of rdata of `type`. Names inside may be compressed,
     /// so `reader.bytes` must be the whole message.
-    init(type: DNSRecordType, length: Int, parsing reader: inout ByteReader) throws(WireError) {
+    init(type: DNSRecordType, length: Int, parsing reader: inout ByteReader, labelBudget: inout Int) throws(WireError) {
         var r = try reader.readSubReader(length)
         switch type {
         case .a:
@@ -67,10 +67,10 @@ public enum DNSRecordData: Hashable, Sendable {
             guard length == 16 else { throw .invalidValue(field: "AAAA rdata", reason: "length \(length), must be 16") }
             self = .aaaa(try r.readBytes(16))
         case .ptr:
-            self = .ptr(try DNSName(parsing: &r))
+            self = .ptr(try DNSName(parsing: &r, labelBudget: &labelBudget))
         case .srv:
             let priority = try r.readUInt16BE(), weight = try r.readUInt16BE(), port = try r.readUInt16BE()
-            self = .srv(priority: priority, weight: weight, port: port, target: try DNSName(parsing: &r))
+            self = .srv(priority: priority, weight: weight, port: port, target: try DNSName(parsing: &r, labelBudget: &labelBudget))
         case .txt:
             var strings: [[UInt8]] = []
             while !r.isAtEnd {
@@ -79,7 +79,7 @@ public enum DNSRecordData: Hashable, Sendable {
             }
             self = .txt(strings)
         case .nsec:
-            let next = try DNSName(parsing: &r)
+            let next = try DNSName(parsing: &r, labelBudget: &labelBudget)
             var types: [DNSRecordType] = []
             var lastWindow = -1
             while !r.isAtEnd {
@@ -185,8 +185,8 @@ public struct DNSQuestion: Hashable, Sendable {
         self.unicastResponse = unicastResponse
     }
 
-    init(parsing r: inout ByteReader) throws(WireError) {
-        name = try DNSName(parsing: &r)
+    init(parsing r: inout ByteReader, labelBudget: inout Int) throws(WireError) {
+        name = try DNSName(parsing: &r, labelBudget: &labelBudget)
         type = DNSRecordType(rawValue: try r.readUInt16BE())
         let c = try r.readUInt16BE()
         rrclass = c & ~DNSClass.topBit
@@ -220,15 +220,15 @@ public struct DNSResourceRecord: Hashable, Sendable {
 
     public var type: DNSRecordType { data.type }
 
-    init(parsing r: inout ByteReader) throws(WireError) {
-        name = try DNSName(parsing: &r)
+    init(parsing r: inout ByteReader, labelBudget: inout Int) throws(WireError) {
+        name = try DNSName(parsing: &r, labelBudget: &labelBudget)
         let type = DNSRecordType(rawValue: try r.readUInt16BE())
         let c = try r.readUInt16BE()
         rrclass = c & ~DNSClass.topBit
         cacheFlush = c & DNSClass.topBit != 0
         ttl = try r.readUInt32BE()
         let length = Int(try r.readUInt16BE())
-        data = try DNSRecordData(type: type, length: length, parsing: &r)
+        data = try DNSRecordData(type: type, length: length, parsing: &r, labelBudget: &labelBudget)
     }
 
     func encode(into w: inout ByteWriter, names: inout DNSNameCompressor) {

@@ -349,7 +349,8 @@ final class HubApp {
         info.unexpectedPeersTotal = UInt64(nodeManager.counters.impostorAnswers)
         info.forgottenNodesTotal = UInt64(aggregator.counters.forgottenNodes)
         info.discoveryDroppedTotal = UInt64(nodeManager.counters.discoveryDropped)
-        info.drops = Self.drops(session.statistics, browser?.statistics ?? [])
+        info.drops = Self.drops(session.statistics, browser?.statistics ?? [],
+                                kernel: (host.udp?.statistics.kernelDropped ?? 0) + (browser?.kernelDropped ?? 0))
         if case let .memoryOnly(e?) = recorder.mode {
             info.storeHealthy = false
             info.storeMessage = "\(e)"
@@ -372,8 +373,10 @@ final class HubApp {
     }
 
     /// The drop and refusal counters `/api/stats` shows (`HubInfo.drops`), by name; with
-    /// `mdnsReceived` (not a drop: how many mDNS packets the browser saw, the scale for the rest).
-    static func drops(_ st: SessionStatistics, _ browsers: [MDNSBrowser.Stats]) -> [String: UInt64] {
+    /// `mdnsReceived` (not a drop: how many mDNS packets the browser saw, the scale for the rest);
+    /// `kernelReceiveDropped`: datagrams the kernel dropped at the session and mDNS sockets, their
+    /// receive buffers full (SO_RXQ_OVFL), which never reach the counters above.
+    static func drops(_ st: SessionStatistics, _ browsers: [MDNSBrowser.Stats], kernel: Int) -> [String: UInt64] {
         func n(_ v: Int) -> UInt64 { UInt64(max(0, v)) }
         var d: [String: UInt64] = [
             "sessionMalformed": n(st.malformedDropped), "sessionAuthenticationFailures": n(st.authenticationFailures),
@@ -383,6 +386,7 @@ final class HubApp {
             "sessionOversize": n(st.oversizeReceived), "sessionReceiveBufferRefused": n(st.receiveBufferRefused),
             "sessionPeersRefused": n(st.peersRefused), "sessionHandshakeFailures": n(st.handshakeFailures),
             "sessionHalfOpenExpired": n(st.halfOpenExpired), "sessionProtocolViolations": n(st.protocolViolations),
+            "kernelReceiveDropped": n(kernel),
         ]
         for b in browsers {
             d["mdnsMalformed", default: 0] += n(b.malformed)

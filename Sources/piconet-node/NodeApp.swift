@@ -258,7 +258,8 @@ final class NodeApp {
     }
 
     /// What strangers' traffic made this node drop or refuse, one line at shutdown (interrupted
-    /// work reports what it did): the session's counters and the mDNS responder's.
+    /// work reports what it did): the session's counters, the mDNS responder's, and what the kernel
+    /// dropped at the session and mDNS sockets, their receive buffers full (SO_RXQ_OVFL).
     func logDrops() {
         let st = session.statistics
         var queries = 0, rateLimited = 0, budgetDropped = 0, mdnsMalformed = 0
@@ -270,7 +271,8 @@ final class NodeApp {
             + "handshakes-throttled \(st.handshakesThrottled), cookie-replies \(st.cookieRepliesSent), "
             + "cookie-failures \(st.cookieFailures), handshake-failures \(st.handshakeFailures), "
             + "oversize \(st.oversizeReceived), peers-refused \(st.peersRefused); "
-            + "mdns received \(queries), malformed \(mdnsMalformed), rate-limited \(rateLimited), budget-dropped \(budgetDropped)")
+            + "mdns received \(queries), malformed \(mdnsMalformed), rate-limited \(rateLimited), budget-dropped \(budgetDropped); "
+            + "kernel-dropped \((udp?.statistics.kernelDropped ?? 0) + (advertiser?.kernelDropped ?? 0))")
     }
 
     func handle(_ event: SessionEvent) {

@@ -113,6 +113,45 @@ enum DNSFixtures {
         #expect(max.wireLength == 255)
     }
 
+    /// The dns fuzz target's slow input (issue 22), rebuilt: a 127-label name once, then
+    /// records whose owner and PTR target are 2-byte pointers into it. Each pointer stood for
+    /// up to 127 labels, each allocated: 267 records in 4 KB expanded to tens of thousands of
+    /// labels (seconds per packet under ASan, megabytes on a node). The names of one message
+    /// now share `DNSMessage.maximumExpandedLabels`; the same shape within it still parses.
+    static func pointerAmplified(records: Int, labels: Int) -> [UInt8] {
+        var w = ByteWriter()
+        for v in [0, 0x8400, 0, records, 0, 0] { w.writeUInt16BE(UInt16(v)) }
+        for _ in 0..<labels { w.writeBytes([1, 0x61]) }
+        w.writeUInt8(0)
+        let ptrHeader: [UInt8] = [0x00, 0x0C, 0x00, 0x01, 0x00, 0x00, 0x00, 0x78, 0x00, 0x02]
+        w.writeBytes(ptrHeader + [0xC0, 0x0C])          // record 1 owns the long name, PTR to it
+        for _ in 1..<records { w.writeBytes([0xC0, 0x0C] + ptrHeader + [0xC0, 0x0C]) }
+        return w.bytes
+    }
+
+    @Test func namesThatExpandPastTheMessageBudgetAreRefused() throws {
+        let hostile = Self.pointerAmplified(records: 267, labels: 127)
+        #expect(hostile.count < 4096)
+        #expect(throws: WireError.invalidValue(field: "DNS message",
+                                               reason: "its names expand to more than \(DNSMessage.maximumExpandedLabels) labels")) {
+            _ = try DNSMessage(decoding: hostile)
+        }
+        // Within the budget (2 × 32 names of 127 labels, 8,128), the same shape parses, pointers followed.
+        let fits = try DNSMessage(decoding: Self.pointerAmplified(records: 32, labels: 127))
+        #expect(fits.answers.count == 32)
+        #expect(fits.answers.allSatisfy { $0.name.labels.count == 127 && $0.data == .ptr($0.name) })
+        // A realistic large response: 500 PTR records of 4-label names (4,000 labels) is far inside.
+        let many = (0..<500).map { i in
+            DNSResourceRecord(name: DNSFixtures.name("_hr._udp.local."), data: .ptr(DNSFixtures.name("n\(i)._hr._udp.local.")), ttl: 120)
+        }
+        let big = DNSMessage.response(answers: many)
+        #expect(try DNSMessage(decoding: big.encoded()) == big)
+        // A standalone name has the whole budget to itself.
+        var r = ByteReader(Self.pointerAmplified(records: 1, labels: 127))
+        try r.seek(to: 12)
+        #expect(try DNSName(parsing: &r).labels.count == 127)
+    }
+
     @Test func hostileRecordCountsAreRefusedBeforeParsing() {
         let header = WireChecks.bytes(hex: "0000 0000 ffff ffff 0000 0000")
         #expect(throws: WireError.tooLong(field: "DNS record count", length: 131_070, limit: DNSMessage.maximumRecords)) {

@@ -12,6 +12,15 @@
   flood.py mdns      IFADDR SECONDS SERVICE    mDNS PTR queries for SERVICE to 224.0.0.251
   flood.py http      HOST PORT SECONDS         GET floods from 32 threads, oversized requests
                                                and 200 idle connections held open
+  flood.py capture   IFACE A B SECONDS FILE    (run where IFACE is a bridge port, e.g. the switch
+                                               namespace) records the UDP payloads between the
+                                               hosts A and B, both ways, one line each:
+                                               "SRC:SPORT DST:DPORT HEX" (a sniffer on the link)
+  flood.py spoof     DST PORT SECONDS SRC SPORT RATE FILE
+                                               datagrams claiming SRC:SPORT (a real peer's own
+                                               address and port, raw socket): garbage, replays of
+                                               the frames FILE captured from SRC:SPORT to DST:PORT,
+                                               and fresh handshake first messages, RATE per second
 Prints "sent N" (datagrams or requests) on its last line.
 """
 import os, random, socket, struct, sys, threading, time
@@ -159,6 +168,77 @@ def http(host, port, seconds):
     return count[0]
 
 
+def capture(iface, a, b, seconds, path):
+    """Sniffs IPv4/UDP between A and B on IFACE (both directions: ETH_P_ALL sees sent frames too)."""
+    s = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, socket.htons(0x0003))
+    s.bind((iface, 0))
+    s.settimeout(0.2)
+    hosts = {socket.inet_aton(a), socket.inet_aton(b)}
+    end = time.monotonic() + seconds
+    seen = set()
+    lines = []
+    while time.monotonic() < end:
+        try:
+            f = s.recv(65535)
+        except socket.timeout:
+            continue
+        if len(f) < 42 or f[12:14] != b"\x08\x00" or f[23] != 17:
+            continue
+        ihl = (f[14] & 0x0F) * 4
+        src, dst = f[26:30], f[30:34]
+        if src not in hosts or dst not in hosts or src == dst:
+            continue
+        u = 14 + ihl
+        sport, dport, ulen = struct.unpack("!HHH", f[u:u + 6])
+        if sport == 5353 or dport == 5353:
+            continue
+        payload = bytes(f[u + 8:u + ulen])
+        if payload in seen:   # a frame seen on its way in and out of the bridge port once
+            continue
+        seen.add(payload)
+        lines.append("%s:%d %s:%d %s" % (socket.inet_ntoa(src), sport, socket.inet_ntoa(dst), dport, payload.hex()))
+    with open(path, "w") as out:
+        out.write("\n".join(lines) + ("\n" if lines else ""))
+    return len(lines)
+
+
+def spoof(dst, port, seconds, src, sport, rate, path):
+    """Sends as SRC:SPORT (the victim's own address and port) to DST:PORT: a third each of
+    garbage, replayed captured frames of that flow and fresh handshake first messages."""
+    replays = []
+    with open(path) as f:
+        for line in f:
+            parts = line.split()
+            if len(parts) == 3 and parts[0] == "%s:%d" % (src, sport) and parts[1] == "%s:%d" % (dst, port):
+                replays.append(bytes.fromhex(parts[2]))
+    if not replays:
+        print("flood.py: error: %s has no frames from %s:%d to %s:%d to replay" % (path, src, sport, dst, port), file=sys.stderr)
+        return -1
+    sock = socket.socket(socket.AF_INET, socket.SOCK_RAW, socket.IPPROTO_RAW)
+    sock.setsockopt(socket.IPPROTO_IP, socket.IP_HDRINCL, 1)
+    src_b, dst_b = socket.inet_aton(src), socket.inet_aton(dst)
+    makers = [garbage, lambda: random.choice(replays), handshake]
+    end = time.monotonic() + seconds
+    start = time.monotonic()
+    sent = 0
+    while time.monotonic() < end:
+        # Paced: the point is who the datagrams claim to be, not their number.
+        ahead = sent - (time.monotonic() - start) * rate
+        if ahead > 0:
+            time.sleep(ahead / rate)
+        payload = makers[sent % 3]()
+        udp = struct.pack("!HHHH", sport, port, 8 + len(payload), 0) + payload
+        hdr = struct.pack("!BBHHHBBH4s4s", 0x45, 0, 20 + len(udp), random.randint(0, 65535), 0, 64, 17, 0, src_b, dst_b)
+        hdr = hdr[:10] + struct.pack("!H", ip_checksum(hdr)) + hdr[12:]
+        try:
+            sock.sendto(hdr + udp, (dst, 0))
+            sent += 1
+        except OSError:
+            time.sleep(0.001)
+    print("replayable frames %d" % len(replays))
+    return sent
+
+
 def main(argv):
     if len(argv) < 2:
         print(__doc__, file=sys.stderr)
@@ -172,8 +252,14 @@ def main(argv):
         n = mdns(argv[2], float(argv[3]), argv[4])
     elif kind == "http":
         n = http(argv[2], int(argv[3]), float(argv[4]))
+    elif kind == "capture":
+        n = capture(argv[2], argv[3], argv[4], float(argv[5]), argv[6])
+    elif kind == "spoof":
+        n = spoof(argv[2], int(argv[3]), float(argv[4]), argv[5], int(argv[6]), float(argv[7]), argv[8])
+        if n < 0:
+            return 1
     else:
-        print("flood.py: error: unknown flood '%s' (handshake, garbage, frames, oversize, mdns, http)" % kind, file=sys.stderr)
+        print("flood.py: error: unknown flood '%s' (handshake, garbage, frames, oversize, mdns, http, capture, spoof)" % kind, file=sys.stderr)
         return 64
     print("sent %d" % n)
     return 0
