@@ -144,6 +144,8 @@ public final class UDPEndpoint: DatagramEndpoint {
     public private(set) var isSegmentationActive: Bool
     /// Whether the kernel took UDP_GRO on this socket.
     public private(set) var isReceiveOffloadActive = false
+    /// Whether the kernel took SO_RXQ_OVFL on this socket (`Statistics.kernelDropped` counts).
+    public private(set) var isCountingKernelDrops = false
     /// The largest GRO buffer (the kernel stops coalescing below 64 KiB).
     static let receiveOffloadBufferSize = 65_536
 
@@ -181,7 +183,11 @@ public final class UDPEndpoint: DatagramEndpoint {
         if options.reuseAddress { try Sys.setSocketOption(fd, SOL_SOCKET, SO_REUSEADDR, 1) }
         if options.reusePort { try Sys.setSocketOption(fd, SOL_SOCKET, SO_REUSEPORT, 1) }
         if options.receivePacketInfo || options.acceptedInterfaces != nil, sa.family == AF_INET { try Sys.setSocketOption(fd, CInt(IPPROTO_IP), IP_PKTINFO, 1) }
-        if options.countKernelDrops { try Sys.setSocketOption(fd, SOL_SOCKET, SO_RXQ_OVFL, 1) }
+        // Counting drops is best effort, as UDP_GRO is: a kernel or emulator without SO_RXQ_OVFL
+        // (qemu-user says ENOPROTOOPT) still gets a working socket, just without the count.
+        if options.countKernelDrops {
+            isCountingKernelDrops = (try? Sys.setSocketOption(fd, SOL_SOCKET, SO_RXQ_OVFL, 1)) != nil
+        }
         if let n = options.receiveBufferSize { try Sys.setSocketOption(fd, SOL_SOCKET, SO_RCVBUF, CInt(clamping: n)) }
         if let n = options.sendBufferSize { try Sys.setSocketOption(fd, SOL_SOCKET, SO_SNDBUF, CInt(clamping: n)) }
         if let device = options.device { try Sys.bindToDevice(fd, device) }
@@ -610,7 +616,7 @@ public final class UDPEndpoint: DatagramEndpoint {
     private func datagram(inSlot i: Int, whole: Bool = true) -> Datagram? {
         let pool = receivePool
         let count = Int(pool.headers[i].msg_len)
-        if options.countKernelDrops, let total = Self.kernelDropCount(&pool.headers[i].msg_hdr) {
+        if isCountingKernelDrops, let total = Self.kernelDropCount(&pool.headers[i].msg_hdr) {
             // Running count: add what it grew by since last seen (modulo 2^32; never backwards).
             let grown = total &- kernelDropCount
             if grown < 0x8000_0000 {

@@ -110,4 +110,32 @@ import Testing
         receiver.close()
         sender.close()
     }
+
+    /// qemu-user (how the aarch64 node is tested here) and old kernels refuse SO_RXQ_OVFL with
+    /// ENOPROTOOPT: the socket must still open and work, only without the count.
+    @Test func aKernelWithoutTheOptionStillGivesAWorkingSocket() throws {
+        let loop = try EpollLoop()
+        var options = UDPEndpoint.Options()
+        options.receivePacketInfo = false   // so SO_RXQ_OVFL is the first setsockopt
+        let mock = SyscallMock()
+        mock.fail("setsockopt", errno: Errno(rawValue: 92))   // ENOPROTOOPT
+        let receiver = try SyscallMock.$current.withValue(mock) { () throws(IOError) in
+            try UDPEndpoint(loop: loop, bindTo: .loopback(port: 0), options: options)
+        }
+        #expect(mock.calls(named: "setsockopt").count >= 1)
+        #expect(!receiver.isCountingKernelDrops)
+        let sender = try UDPEndpoint(loop: loop, bindTo: .loopback(port: 0))
+        #expect(sender.isCountingKernelDrops, "this kernel has SO_RXQ_OVFL")
+        var got: [[UInt8]] = []
+        receiver.onDatagram = { d in
+            got.append(d.bytes)
+            loop.stop()
+        }
+        _ = try sender.send([1, 2, 3], to: receiver.localAddress)
+        runLoop(loop)
+        #expect(got == [[1, 2, 3]])
+        #expect(receiver.statistics.kernelDropped == 0)
+        receiver.close()
+        sender.close()
+    }
 }
