@@ -311,7 +311,9 @@ public struct MDNSBrowser {
             deadlines = DeadlineHeap()
             for (k, e) in cache { deadlines.push(e.deadline, k) }
         }
-        if confirmations.count - confirmationsHead > 2 * cache.count + 64 {
+        // The whole array counts, the consumed prefix too: under a flood the head moves on with
+        // every eviction, and only a rebuild gives that memory back.
+        if confirmations.count > 2 * cache.count + 64 {
             confirmations = cache.map { ($0.value.received, $0.key) }.sorted { $0.0 < $1.0 }
             confirmationsHead = 0
         }
