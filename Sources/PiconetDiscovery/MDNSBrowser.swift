@@ -77,11 +77,19 @@ public struct MDNSBrowser {
         public var evicted = 0
         /// Records evicted because their source address held `maximumEntriesPerSource`.
         public var sourceQuotaEvictions = 0
+        /// Service instances looked at to turn cache changes into events (the work per packet).
+        public var instancesEvaluated = 0
     }
 
     struct RecordKey: Hashable {
         var name: DNSName
         var data: DNSRecordData
+    }
+
+    /// Records of one name and type (an RFC 6762 §10.2 "rrset"): the unit a cache-flush acts on.
+    struct RRSet: Hashable {
+        var name: DNSName
+        var type: DNSRecordType
     }
 
     struct CacheEntry {
@@ -93,6 +101,8 @@ public struct MDNSBrowser {
         var expires: Instant
         var refreshStage = 0
         var nextRefresh: Instant?
+        /// When the entry next needs the timer: its next refresh query or its expiry.
+        var deadline: Instant { nextRefresh.map { min($0, expires) } ?? expires }
     }
 
     public let service: ServiceType
@@ -101,9 +111,36 @@ public struct MDNSBrowser {
     private let domain: DNSName
     private var rng: SeededRandom
     private var running = false
+    // The cache and its indexes. Why indexes: a hub browses hundreds of nodes, and a packet
+    // that names one service must cost work for that service only (the whole-cache rebuild per
+    // packet stalled the hub's loop for seconds at 500 nodes). `store` and `evict` keep them all
+    // in step with `cache`; nothing else writes them.
     private var cache: [RecordKey: CacheEntry] = [:]
-    /// Records per source address, kept in step with `cache` by `store` / `evict`.
-    private var perSource: [EndpointAddress: Int] = [:]
+    /// Keys per rrset: lookups by name and type, and the cache-flush rule, without a scan.
+    private var rrsets: [RRSet: Set<RecordKey>] = [:]
+    /// For each SRV target host, the instances whose SRV names it (with how many SRVs do):
+    /// an address record changes the services of those instances only.
+    private var instancesOfHost: [DNSName: [DNSName: Int]] = [:]
+    /// Keys per source address (the per-source quota, and its eviction, look at these only).
+    private var perSource: [EndpointAddress: Set<RecordKey>] = [:]
+    /// Min-heap of (deadline, key), lazily invalidated: an item counts only while the entry's
+    /// `deadline` still equals it. Stale items go when they reach the top, or all at once when
+    /// they outnumber the cache (`compactDeadlines`).
+    private var deadlines = DeadlineHeap()
+    /// (received, key) in the order entries were confirmed, also lazily invalidated: the front's
+    /// first valid item is the least recently confirmed entry (time is an input that never
+    /// goes back, so confirmation order is time order).
+    private var confirmations: [(Instant, RecordKey)] = []
+    private var confirmationsHead = 0
+    /// Instances whose records changed since the last `reconcile`.
+    private var dirty: Set<DNSName> = []
+    /// Instances with a PTR whose SRV or addresses are missing (resolve-query candidates).
+    private var unresolved: Set<DNSName> = []
+    /// Resolved instances not reported because `maximumServices` were; looked at again when one goes.
+    private var waiting: Set<DNSName> = []
+    /// Refresh questions that fell due while a packet was handled; the next `timerFired` sends them.
+    private var dueRefreshes: [DNSQuestion] = []
+    private var dueRefreshesAt: Instant?
     private var reported: [DNSName: DiscoveredService] = [:]
     private var queryAt: Instant?
     private var queryInterval: Duration = .seconds(1)
@@ -123,13 +160,12 @@ public struct MDNSBrowser {
     public var services: [DiscoveredService] { reported.values.sorted { $0.name < $1.name } }
     public var cacheCount: Int { cache.count }
 
+    /// The next query, resolve round, refresh or expiry; the heap's top is kept valid by every
+    /// mutating entry point, so this costs O(1) (the driver asks after every packet).
     public var nextDeadline: Instant? {
         guard running else { return nil }
-        var d = [queryAt, resolveAt].compactMap { $0 }.min()
-        for e in cache.values {
-            d = min(d ?? e.expires, e.expires)
-            if let r = e.nextRefresh { d = min(d ?? r, r) }
-        }
+        var d = [queryAt, resolveAt, dueRefreshesAt].compactMap { $0 }.min()
+        if let top = deadlines.top { d = min(d ?? top.0, top.0) }
         return d
     }
 
@@ -145,8 +181,19 @@ public struct MDNSBrowser {
     public mutating func stop() {
         running = false
         cache = [:]
+        rrsets = [:]
+        instancesOfHost = [:]
         perSource = [:]
+        deadlines = DeadlineHeap()
+        confirmations = []
+        confirmationsHead = 0
+        dirty = []
+        unresolved = []
+        waiting = []
+        dueRefreshes = []
+        dueRefreshesAt = nil
         reported = [:]
+        resolveAttempts = [:]
         queryAt = nil
         resolveAt = nil
     }
@@ -177,45 +224,31 @@ public struct MDNSBrowser {
         }
         // Legacy unicast answers (source port not 5353) are not trusted for the cache (§6.7, §11).
         guard source.port == MDNS.port else { return [] }
+        // What expired before this packet is gone before it is looked at (as if the timer had run).
+        runDue(at: now)
         let records = m.answers + m.additionals
         // SRV/TXT/PTR first, so the address records of hosts named by SRVs in this same packet are kept.
         for r in records where r.type != .a && r.type != .aaaa { insert(r, from: source, at: now) }
-        let targets = Set(cache.values.compactMap { e -> DNSName? in
-            if case let .srv(_, _, _, t) = e.record.data { return t }
-            return nil
-        })
-        for r in records where (r.type == .a || r.type == .aaaa) && targets.contains(r.name) { insert(r, from: source, at: now) }
-        return reconcile(at: now)
+        for r in records where (r.type == .a || r.type == .aaaa) && instancesOfHost[r.name] != nil { insert(r, from: source, at: now) }
+        let actions = reconcile(at: now)
+        compactDeadlines()
+        return actions
     }
 
     public mutating func timerFired(at now: Instant) -> [Action] {
         guard running else { return [] }
         var actions: [Action] = []
-        var questions: [DNSQuestion] = []
         // Expire, and collect due refresh questions (§5.2).
-        for (k, e) in cache {
-            if e.expires <= now {
-                evict(k)
-                stats.expired += 1
-                continue
-            }
-            if let r = e.nextRefresh, r <= now {
-                let q = DNSQuestion(name: e.record.name, type: e.record.type)
-                if !questions.contains(q) { questions.append(q) }
-                var e2 = e
-                e2.refreshStage += 1
-                e2.nextRefresh = refreshTime(e2)
-                cache[k] = e2
-            }
-        }
+        runDue(at: now)
+        var questions = dueRefreshes
+        dueRefreshes = []
+        dueRefreshesAt = nil
         actions += reconcile(at: now)
         var knownAnswers: [DNSResourceRecord] = []
         if let q = queryAt, q <= now {
             questions.insert(DNSQuestion(name: domain, type: .ptr), at: 0)
-            knownAnswers = cache.values.filter { e in
-                e.record.name == domain && e.record.type == .ptr
-                    && e.expires - now > .seconds(Int64(e.record.ttl)) / 2
-            }.map { e in
+            knownAnswers = keys(domain, .ptr).compactMap { k -> DNSResourceRecord? in
+                guard let e = cache[k], e.expires - now > .seconds(Int64(e.record.ttl)) / 2 else { return nil }
                 var r = e.record
                 r.ttl = UInt32(max(0, (e.expires - now).nanoseconds / 1_000_000_000))
                 return r
@@ -227,7 +260,12 @@ public struct MDNSBrowser {
             resolveAt = nil
             lastResolve = now
             questions += resolveQuestions().filter { !questions.contains($0) }
+            // Another round in a second while some instance has attempts left.
+            if unresolved.contains(where: { (resolveAttempts[$0] ?? 0) < configuration.maximumResolveAttempts }) {
+                resolveAt = now + .seconds(1)
+            }
         }
+        compactDeadlines()
         guard !questions.isEmpty else { return actions }
         var m = DNSMessage.query(questions, knownAnswers: knownAnswers)
         // Keep the query in one packet: drop known answers that do not fit (they only save traffic).
@@ -239,6 +277,47 @@ public struct MDNSBrowser {
     }
 
     // MARK: cache
+
+    /// Takes every deadline at or before `now` off the heap: expired entries go (their services
+    /// become dirty), due refreshes advance a stage and leave a question for the next query.
+    private mutating func runDue(at now: Instant) {
+        while let top = deadlines.top, top.0 <= now {
+            let (t, key) = top
+            deadlines.pop()
+            guard var e = cache[key], e.deadline == t else { continue }  // stale item
+            if e.expires <= now {
+                evict(key)
+                stats.expired += 1
+                continue
+            }
+            if let r = e.nextRefresh, r <= now {
+                let q = DNSQuestion(name: e.record.name, type: e.record.type)
+                if !dueRefreshes.contains(q) { dueRefreshes.append(q) }
+                dueRefreshesAt = min(dueRefreshesAt ?? r, r)
+                e.refreshStage += 1
+                e.nextRefresh = refreshTime(e)
+                cache[key] = e
+                deadlines.push(e.deadline, key)
+            }
+        }
+    }
+
+    /// Drops stale heap items from the top (so `nextDeadline` names a real deadline, not an old
+    /// one: no wake-ups for nothing), and rebuilds both lazy queues once stale items outnumber
+    /// live ones (each costs O(cache) then, amortized over as many changes).
+    private mutating func compactDeadlines() {
+        while let top = deadlines.top, cache[top.1]?.deadline != top.0 { deadlines.pop() }
+        if deadlines.count > 2 * cache.count + 64 {
+            deadlines = DeadlineHeap()
+            for (k, e) in cache { deadlines.push(e.deadline, k) }
+        }
+        // The whole array counts, the consumed prefix too: under a flood the head moves on with
+        // every eviction, and only a rebuild gives that memory back.
+        if confirmations.count > 2 * cache.count + 64 {
+            confirmations = cache.map { ($0.value.received, $0.key) }.sorted { $0.0 < $1.0 }
+            confirmationsHead = 0
+        }
+    }
 
     private func refreshTime(_ e: CacheEntry) -> Instant? {
         guard e.refreshStage < 4, e.record.ttl > 0 else { return nil }
@@ -258,6 +337,8 @@ public struct MDNSBrowser {
         }
     }
 
+    private func keys(_ name: DNSName, _ type: DNSRecordType) -> Set<RecordKey> { rrsets[RRSet(name: name, type: type)] ?? [] }
+
     private mutating func insert(_ record: DNSResourceRecord, from source: EndpointAddress, at now: Instant) {
         guard record.type == .a || record.type == .aaaa || isRelevant(record) else { return }
         var r = record
@@ -272,29 +353,29 @@ public struct MDNSBrowser {
                 e.expires = min(e.expires, now + configuration.goodbyeGrace)
                 e.nextRefresh = nil
                 cache[key] = e
+                deadlines.push(e.deadline, key)
             }
             return
         }
         if r.cacheFlush {
             // §10.2: other data for this name and type, older than one second, goes in a second.
-            for (k, e) in cache where k.name == r.name && e.record.type == r.type && k.data != r.data
-                && now - e.received > .seconds(1) {
-                cache[k]?.expires = min(e.expires, now + .seconds(1))
-                cache[k]?.nextRefresh = nil
+            for k in keys(r.name, r.type) where k.data != r.data {
+                guard var e = cache[k], now - e.received > .seconds(1) else { continue }
+                e.expires = min(e.expires, now + .seconds(1))
+                e.nextRefresh = nil
+                cache[k] = e
+                deadlines.push(e.deadline, k)
             }
         }
-        if cache[key]?.source != source, perSource[source, default: 0] >= max(1, configuration.maximumEntriesPerSource),
+        if cache[key]?.source != source, (perSource[source]?.count ?? 0) >= max(1, configuration.maximumEntriesPerSource),
            let oldest = leastRecentlyConfirmed(from: source) {
             evict(oldest)
             stats.sourceQuotaEvictions += 1
         }
-        if cache[key] == nil, cache.count >= configuration.maximumCacheEntries {
-            for (k, e) in cache where e.expires <= now { evict(k) }
-            if cache.count >= configuration.maximumCacheEntries, let oldest = leastRecentlyConfirmed(from: nil) {
-                stats.cacheFull += 1
-                stats.evicted += 1
-                evict(oldest)
-            }
+        if cache[key] == nil, cache.count >= configuration.maximumCacheEntries, let oldest = leastRecentlyConfirmed() {
+            stats.cacheFull += 1
+            stats.evicted += 1
+            evict(oldest)
         }
         var e = CacheEntry(record: r, received: now, source: source, expires: now + .seconds(Int64(r.ttl)))
         e.nextRefresh = refreshTime(e)
@@ -302,26 +383,51 @@ public struct MDNSBrowser {
     }
 
     private mutating func store(_ e: CacheEntry, at key: RecordKey) {
-        if let old = cache[key] { release(old.source) }
+        if let old = cache[key] {
+            perSource[old.source]?.remove(key)
+            if perSource[old.source]?.isEmpty == true { perSource[old.source] = nil }
+        } else {
+            rrsets[RRSet(name: key.name, type: key.data.type), default: []].insert(key)
+            if case let .srv(_, _, _, target) = key.data { instancesOfHost[target, default: [:]][key.name, default: 0] += 1 }
+        }
         cache[key] = e
-        perSource[e.source, default: 0] += 1
+        perSource[e.source, default: []].insert(key)
+        deadlines.push(e.deadline, key)
+        confirmations.append((e.received, key))
+        markDirty(key)
     }
 
     private mutating func evict(_ key: RecordKey) {
         guard let old = cache.removeValue(forKey: key) else { return }
-        release(old.source)
+        markDirty(key)
+        perSource[old.source]?.remove(key)
+        if perSource[old.source]?.isEmpty == true { perSource[old.source] = nil }
+        let set = RRSet(name: key.name, type: key.data.type)
+        rrsets[set]?.remove(key)
+        if rrsets[set]?.isEmpty == true { rrsets[set] = nil }
+        if case let .srv(_, _, _, target) = key.data {
+            let n = (instancesOfHost[target]?[key.name] ?? 1) - 1
+            instancesOfHost[target]?[key.name] = n > 0 ? n : nil
+            if instancesOfHost[target]?.isEmpty == true { instancesOfHost[target] = nil }
+        }
     }
 
-    private mutating func release(_ source: EndpointAddress) {
-        let n = (perSource[source] ?? 1) - 1
-        perSource[source] = n > 0 ? n : nil
+    /// Notes the instances whose service a change to `key` may change.
+    private mutating func markDirty(_ key: RecordKey) {
+        switch key.data {
+        case let .ptr(instance): if key.name == domain { dirty.insert(instance) }
+        case .srv, .txt: dirty.insert(key.name)
+        case .a, .aaaa: for (instance, _) in instancesOfHost[key.name] ?? [:] { dirty.insert(instance) }
+        default: break
+        }
     }
 
-    /// The record confirmed longest ago (of `source`, or of anyone); ties broken by key order so
-    /// the choice does not depend on dictionary order.
-    private func leastRecentlyConfirmed(from source: EndpointAddress?) -> RecordKey? {
+    /// The record confirmed longest ago of `source` (its few records are looked at; ties broken
+    /// by key order so the choice does not depend on set order).
+    private func leastRecentlyConfirmed(from source: EndpointAddress) -> RecordKey? {
         var best: (RecordKey, Instant)?
-        for (k, e) in cache where source == nil || e.source == source {
+        for k in perSource[source] ?? [] {
+            guard let e = cache[k] else { continue }
             if let b = best {
                 if b.1 < e.received { continue }
                 if b.1 == e.received, !Self.precedes(k, b.0) { continue }
@@ -331,6 +437,16 @@ public struct MDNSBrowser {
         return best?.0
     }
 
+    /// The record confirmed longest ago of anyone: the first still-valid item of `confirmations`.
+    private mutating func leastRecentlyConfirmed() -> RecordKey? {
+        while confirmationsHead < confirmations.count {
+            let (t, k) = confirmations[confirmationsHead]
+            if cache[k]?.received == t { return k }
+            confirmationsHead += 1
+        }
+        return nil
+    }
+
     private static func precedes(_ a: RecordKey, _ b: RecordKey) -> Bool {
         let x = a.name.description, y = b.name.description
         if x != y { return x < y }
@@ -338,50 +454,83 @@ public struct MDNSBrowser {
     }
 
     /// Records held per source address (for tests and diagnostics).
-    public func cachedRecords(from source: EndpointAddress) -> Int { perSource[source] ?? 0 }
+    public func cachedRecords(from source: EndpointAddress) -> Int { perSource[source]?.count ?? 0 }
 
-    /// Turns the cache into found / updated / lost events.
-    private mutating func reconcile(at now: Instant) -> [Action] {
-        var current: [DNSName: DiscoveredService] = [:]
-        var unresolved: Set<DNSName> = []
-        // One pass builds a by-name index, so reconciling stays linear in the cache size.
-        var byName: [DNSName: [CacheEntry]] = [:]
-        for e in cache.values where e.expires > now { byName[e.record.name, default: []].append(e) }
-        func latest(_ name: DNSName, _ type: DNSRecordType, at now: Instant) -> [CacheEntry] {
-            (byName[name] ?? []).filter { $0.record.type == type }.sorted { $0.received > $1.received }
-        }
-        for e in byName[domain] ?? [] {
-            guard case let .ptr(instance) = e.record.data, instance.parent == domain else { continue }
-            guard let srv = latest(instance, .srv, at: now).first,
-                  case let .srv(_, _, port, target) = srv.record.data else {
-                unresolved.insert(instance)
+    /// The newest record of an rrset.
+    private func latest(_ name: DNSName, _ type: DNSRecordType) -> CacheEntry? {
+        var best: CacheEntry?
+        for k in keys(name, type) {
+            guard let e = cache[k] else { continue }
+            if let b = best, b.received > e.received || (b.received == e.received && !Self.precedes(k, RecordKey(name: b.record.name, data: b.record.data))) {
                 continue
             }
-            let addrs = (latest(target, .a, at: now) + latest(target, .aaaa, at: now)).compactMap { e -> IPAddress? in
-                switch e.record.data {
-                case let .a(v): return .v4(v)
-                case let .aaaa(b): return .v6(b)
-                default: return nil
+            best = e
+        }
+        return best
+    }
+
+    /// The service `instance` makes from the cache now, or nil when it lacks its PTR, SRV or an address.
+    private mutating func resolve(_ instance: DNSName) -> DiscoveredService? {
+        stats.instancesEvaluated += 1
+        guard instance.parent == domain, cache[RecordKey(name: domain, data: .ptr(instance))] != nil else {
+            unresolved.remove(instance)
+            return nil
+        }
+        guard let srv = latest(instance, .srv), case let .srv(_, _, port, target) = srv.record.data else {
+            unresolved.insert(instance)
+            return nil
+        }
+        var addrs: Set<IPAddress> = []
+        for type in [DNSRecordType.a, .aaaa] {
+            for k in keys(target, type) {
+                switch k.data {
+                case let .a(v): addrs.insert(.v4(v))
+                case let .aaaa(b): addrs.insert(.v6(b))
+                default: break
                 }
             }
-            guard !addrs.isEmpty else {
-                unresolved.insert(instance)
-                continue
-            }
-            var info = DiscoveryInfo()
-            if let t = latest(instance, .txt, at: now).first, case let .txt(strings) = t.record.data {
-                info = DiscoveryInfo(txtStrings: strings)
-            }
-            current[instance] = DiscoveredService(name: instance.firstLabel, service: service, info: info,
-                                                  host: target.description, port: port,
-                                                  addresses: Array(Set(addrs)).sorted { $0.description < $1.description })
+        }
+        guard !addrs.isEmpty else {
+            unresolved.insert(instance)
+            return nil
+        }
+        unresolved.remove(instance)
+        var info = DiscoveryInfo()
+        if let t = latest(instance, .txt), case let .txt(strings) = t.record.data {
+            info = DiscoveryInfo(txtStrings: strings)
+        }
+        return DiscoveredService(name: instance.firstLabel, service: service, info: info,
+                                 host: target.description, port: port,
+                                 addresses: addrs.sorted { $0.description < $1.description })
+    }
+
+    /// Turns the changes since the last call into found / updated / lost events: only the
+    /// instances whose records changed (`dirty`) are looked at, plus the waiting ones when a
+    /// service went and made room.
+    private mutating func reconcile(at now: Instant) -> [Action] {
+        guard !dirty.isEmpty else { return [] }
+        var candidates = dirty
+        dirty = []
+        var current: [DNSName: DiscoveredService] = [:]
+        var gone: [DNSName] = []
+        for instance in candidates {
+            if let s = resolve(instance) { current[instance] = s } else { gone.append(instance) }
         }
         var actions: [Action] = []
-        for (k, old) in reported where current[k] == nil {
-            reported[k] = nil
-            actions.append(.lost(old))
+        var lost: [DiscoveredService] = []
+        for k in gone {
+            waiting.remove(k)
+            if let old = reported.removeValue(forKey: k) { lost.append(old) }
+        }
+        actions += lost.sorted { $0.name < $1.name }.map { .lost($0) }
+        if !lost.isEmpty, !waiting.isEmpty {
+            for k in waiting where current[k] == nil {
+                candidates.insert(k)
+                if let s = resolve(k) { current[k] = s }
+            }
         }
         for (k, s) in current.sorted(by: { $0.value.name < $1.value.name }) {
+            resolveAttempts[k] = nil
             if let old = reported[k] {
                 if old != s {
                     reported[k] = s
@@ -389,15 +538,17 @@ public struct MDNSBrowser {
                 }
             } else if reported.count < configuration.maximumServices {
                 reported[k] = s
-                resolveAttempts[k] = nil
+                waiting.remove(k)
                 actions.append(.found(s))
             } else {
+                waiting.insert(k)
                 stats.servicesDropped += 1
             }
         }
         // Ask for missing SRV / TXT / addresses, a few times per instance.
-        resolveAttempts = resolveAttempts.filter { k, _ in unresolved.contains(k) }
-        if running, unresolved.contains(where: { (resolveAttempts[$0] ?? 0) < configuration.maximumResolveAttempts }), resolveAt == nil {
+        for k in candidates where !unresolved.contains(k) { resolveAttempts[k] = nil }
+        if running, resolveAt == nil,
+           candidates.contains(where: { unresolved.contains($0) && (resolveAttempts[$0] ?? 0) < configuration.maximumResolveAttempts }) {
             // Soon, but at most one resolve round per second.
             resolveAt = lastResolve.map { max(now + .milliseconds(20), $0 + .seconds(1)) } ?? now + .milliseconds(20)
         }
@@ -406,13 +557,13 @@ public struct MDNSBrowser {
 
     private mutating func resolveQuestions() -> [DNSQuestion] {
         var qs: [DNSQuestion] = []
-        let candidates = Set(pendingInstances()).sorted { $0.description < $1.description }
+        let candidates = unresolved.filter { reported[$0] == nil }.sorted { $0.description < $1.description }
         for instance in candidates where (resolveAttempts[instance] ?? 0) < configuration.maximumResolveAttempts {
             resolveAttempts[instance, default: 0] += 1
             qs.append(DNSQuestion(name: instance, type: .srv))
             qs.append(DNSQuestion(name: instance, type: .txt))
-            for e in cache.values where e.record.name == instance {
-                if case let .srv(_, _, _, target) = e.record.data {
+            for k in keys(instance, .srv) {
+                if case let .srv(_, _, _, target) = k.data {
                     qs.append(DNSQuestion(name: target, type: .a))
                     qs.append(DNSQuestion(name: target, type: .aaaa))
                 }
@@ -422,24 +573,53 @@ public struct MDNSBrowser {
         return qs
     }
 
-    /// Instances with a PTR but no reported service: candidates for a resolve query.
-    private func pendingInstances() -> [DNSName] {
-        cache.values.compactMap { e -> DNSName? in
-            guard e.record.name == domain, case let .ptr(i) = e.record.data, reported[i] == nil else { return nil }
-            return i
-        }
-    }
-
     /// Another host's query: if it asks our question and already lists every
     /// known answer we would list, it stands in for our next query (§7.3).
     private mutating func observeQuery(_ m: DNSMessage, at now: Instant) {
         if let mine = lastQuery, mine == m { return }  // our own query looped back
         guard m.questions.contains(where: { $0.name == domain && $0.type == .ptr && !$0.unicastResponse }),
               let q = queryAt, q > now else { return }
-        let ours = cache.values.filter { $0.record.name == domain && $0.record.type == .ptr }.map { $0.record }
-        guard ours.allSatisfy({ r in m.answers.contains { $0.isSameRecord(as: r) } }) else { return }
+        var theirs: [DNSRecordData: [UInt16]] = [:]
+        for r in m.answers where r.name == domain { theirs[r.data, default: []].append(r.rrclass) }
+        guard keys(domain, .ptr).allSatisfy({ k in theirs[k.data]?.contains(cache[k]?.record.rrclass ?? 0) == true }) else { return }
         stats.duplicateQueriesSuppressed += 1
         queryAt = q + queryInterval
         queryInterval = min(queryInterval * 2, configuration.maximumQueryInterval)
+    }
+}
+
+/// A binary min-heap of (deadline, key) for the browser's cache; duplicates and stale items are
+/// allowed (the browser checks each against its entry when it reaches the top).
+struct DeadlineHeap {
+    private var items: [(Instant, MDNSBrowser.RecordKey)] = []
+
+    var count: Int { items.count }
+    var top: (Instant, MDNSBrowser.RecordKey)? { items.first }
+
+    mutating func push(_ t: Instant, _ key: MDNSBrowser.RecordKey) {
+        items.append((t, key))
+        var i = items.count - 1
+        while i > 0 {
+            let p = (i - 1) / 2
+            guard items[i].0 < items[p].0 else { break }
+            items.swapAt(i, p)
+            i = p
+        }
+    }
+
+    mutating func pop() {
+        guard !items.isEmpty else { return }
+        items.swapAt(0, items.count - 1)
+        items.removeLast()
+        var i = 0
+        while true {
+            let l = 2 * i + 1, r = l + 1
+            var m = i
+            if l < items.count, items[l].0 < items[m].0 { m = l }
+            if r < items.count, items[r].0 < items[m].0 { m = r }
+            guard m != i else { return }
+            items.swapAt(i, m)
+            i = m
+        }
     }
 }

@@ -318,8 +318,7 @@ final class HubApp {
             let bpm = snap?.latestBPM.map(Double.init)
             var points = series[peer] ?? []
             if snap?.isActive == true {
-                points.append(SeriesPoint(t: wall(now), bpm: bpm, activity: ten?.activity))
-                if points.count > Self.seriesLimit { points.removeFirst(points.count - Self.seriesLimit) }
+                SeriesPoint.append(SeriesPoint(t: wall(now), bpm: bpm, activity: ten?.activity), to: &points, limit: Self.seriesLimit)
                 series[peer] = points
             }
             var status = NodeStatus(id: peer.description, name: nodeManager.names[peer] ?? String(peer.description.prefix(8)),

@@ -1,0 +1,43 @@
+import PiconetHubServer
+import Testing
+
+/// The hub's per-node series (issue 13, RSS per node): 600 points must not sit in 1,024 slots.
+@Suite struct SeriesCapacityTests {
+    /// Runs the hub's pattern: each second the published snapshot shares the array, then one point is appended.
+    static func run(seconds: Int, limit: Int, _ body: (inout [SeriesPoint], SeriesPoint) -> Void) -> [SeriesPoint] {
+        var points: [SeriesPoint] = []
+        var published: [SeriesPoint] = []
+        for s in 0..<seconds {
+            body(&points, SeriesPoint(t: Double(s), bpm: 70, activity: nil))
+            published = points
+        }
+        #expect(published.count == points.count)
+        return points
+    }
+
+    @Test func theNewestPointsStayInOrderAndTheCapacityStopsAtTheLimit() {
+        for seconds in [1, 599, 600, 601, 1_300] {
+            let points = Self.run(seconds: seconds, limit: 600) { SeriesPoint.append($1, to: &$0, limit: 600) }
+            #expect(points.count == min(seconds, 600))
+            #expect(points.map(\.t) == (max(0, seconds - 600)..<seconds).map(Double.init))
+            // reserveCapacity may round up to the allocator's size class: a few slots, not 424.
+            #expect(points.capacity < 620, "seconds \(seconds): capacity \(points.capacity)")
+        }
+    }
+
+    /// What the hub did before: append, then removeFirst past the limit.
+    @Test func aPlainAppendWouldHaveDoubledTheCapacity() {
+        let points = Self.run(seconds: 1_300, limit: 600) { p, x in
+            p.append(x)
+            if p.count > 600 { p.removeFirst(p.count - 600) }
+        }
+        #expect(points.count == 600)
+        #expect(points.capacity >= 1_000, "the reason for SeriesPoint.append: \(points.capacity)")
+    }
+
+    @Test func aLimitOfOneOrLessKeepsTheNewestPoint() {
+        var points: [SeriesPoint] = []
+        for s in 0..<5 { SeriesPoint.append(SeriesPoint(t: Double(s), bpm: nil, activity: nil), to: &points, limit: 0) }
+        #expect(points.map(\.t) == [4])
+    }
+}
