@@ -5,15 +5,16 @@
 # --hr-sensor on hci1 reads it over the kernel's LE ATT channel and streams it to a piconet-hub
 # over the guest's loopback (Wi-Fi transport). Shows: the hub's /api/nodes bpm is one the server
 # sent; battery reported; the server killed and restarted -> the node reconnects and streams again.
-# First, two failures against the same BlueZ peer: no app registered (GAP/GATT only) -> "not a
-# heart-rate sensor", given up; bluetoothd stopped (SIGSTOP) -> an ATT timeout, retried.
+# First a failure against the same BlueZ peer: no app registered (GAP/GATT only) -> "not a
+# heart-rate sensor", given up; last (it leaves a half-served link behind): bluetoothd stopped
+# (SIGSTOP) -> an ATT timeout, retried.
 # `piconet sensors scan` connects to each strap it hears and reads its Battery Level: the JSON
 # `battery` must be the value the server logged for that read ("Battery Level read: N"; the
 # example drains only while someone subscribes to it, so it sits at 100 here); a peer without a
 # Battery service shows null/"no battery service". As nobody: the scan and --hr-sensor auto exit 77.
 # Under heavy host load (two VMs at once) an LE connect between the emulated controllers has
 # been seen to time out: the streaming waits are 90 s and a node that never streams is started
-# once more (re-advertising first), the scan's battery read gets --battery-seconds 20 and one retry.
+# once more (fresh_link first), the scan's battery read gets --battery-seconds 20 and one retry.
 # (Debian 12's bluez-test-tools has no btgatt-server; this BlueZ peer is the nearest one shipped.)
 # Prints "N passed, N failed, N skipped" last.
 PASS=0; FAIL=0; SKIP=0
@@ -22,6 +23,23 @@ ko() { FAIL=$((FAIL + 1)); echo "FAIL: $*"; }
 up() { cut -d' ' -f1 /proc/uptime; }
 wait_for() { i=0; while [ $i -lt "$3" ]; do grep -q "$2" "$1" 2>/dev/null && return 0; sleep 0.1; i=$((i + 1)); done; return 1; }
 W=/tmp/gatt; rm -rf "$W"; mkdir -p "$W"
+# Each phase starts from fresh controllers: hci1 (the node's) power-cycled, which drops any LE link
+# or pending LE connection a previous phase left in its kernel state, and hci0 advertising again.
+# (CI once saw every LE connect time out for 3 minutes after an earlier phase; a state left behind,
+# not load, is the likelier cause, so no phase inherits one.) links_state prints what the kernels hold.
+fresh_link() {
+  btmgmt --index 1 power off >/dev/null 2>&1; sleep 0.5; ensure_settings 1 >/dev/null
+  ensure_settings 0 || echo "  | (hci0 is not connectable: LE connects to it will time out)"
+  btmgmt --index 0 advertising off >/dev/null 2>&1
+  [ "${1:-}" = no-adv ] || btmgmt --index 0 advertising on >/dev/null 2>&1
+  sleep 0.5
+}
+links_state() {
+  echo "  --- links: hci1 $(btmgmt --index 1 con 2>&1 | tr '\n' ' ' | cut -c1-160)"
+  echo "  --- hci0: $(btmgmt --index 0 info 2>&1 | grep -m1 'current settings' | cut -c1-160)"
+  echo "  --- hci1: $(btmgmt --index 1 info 2>&1 | grep -m1 'current settings' | cut -c1-160)"
+  echo "  --- kernel: $(dmesg 2>/dev/null | grep -i bluetooth | tail -n 4 | tr '\n' ' ' | cut -c1-400)"
+}
 NODE="$PICONET_BIN_DIR/piconet-node"; HUB="$PICONET_BIN_DIR/piconet-hub"
 EXAMPLE=/usr/share/doc/bluez-test-scripts/examples/example-gatt-server
 for need in "$NODE" "$HUB"; do [ -x "$need" ] || { SKIP=1; echo "SKIP: $need not built"; }; done
@@ -40,18 +58,25 @@ for i in $(seq 50); do [ -e /sys/class/bluetooth/hci1 ] && break; sleep 0.1; don
 /usr/libexec/bluetooth/bluetoothd -n -d > "$W/bluetoothd.log" 2>&1 &
 BLUETOOTHD=$!
 sleep 2
-for i in 0 1; do
-  for try in 1 2 3 4 5; do
-    for s in "le on" "bredr on" "connectable on" "power on"; do btmgmt --index $i $s >/dev/null 2>&1; done
-    btmgmt --index $i info 2>/dev/null | grep -m1 "current settings" | grep -qE "powered.* le( |$)" && break
+# bluetoothd sets its own adapter settings while it starts, and under load it may do so after
+# ours: hci0 then advertises but is not connectable (ADV_NONCONN_IND), every LE connect to it
+# times out, and a scan still lists it (what CI once saw for 3 minutes). So each controller's
+# settings are checked, connectable included, and set again until they hold.
+ensure_settings() {
+  for try in 1 2 3 4 5 6 7 8 9 10; do
+    for s in "le on" "bredr on" "connectable on" "power on"; do btmgmt --index $1 $s >/dev/null 2>&1; done
+    cur=$(btmgmt --index $1 info 2>/dev/null | grep -m1 "current settings")
+    echo "$cur" | grep -q "powered" && echo "$cur" | grep -q "connectable" && echo "$cur" | grep -qE " le( |$)" && return 0
     sleep 1
   done
-done
+  echo "  | hci$1 settings did not hold: $cur"; return 1
+}
+for i in 0 1; do ensure_settings $i || ko "hci$i: powered, connectable, le did not hold"; done
 A0=$(hciconfig hci0 | awk '/BD Address/{print $3}')
 [ -n "$A0" ] && ok "bluetoothd on two virtual controllers, server hci0=$A0" || ko "no hci0 address"
 
 ip link set lo up; ip link set lo multicast on
-btmgmt --index 0 advertising on >/dev/null 2>&1   # LE connects need a connectable advertiser
+fresh_link   # LE connects need a connectable advertiser
 # A peer that is not a heart-rate sensor: bluetoothd with no app serves GAP and GATT only.
 "$NODE" --transport wifi --interface lo --accept all --name plain-node --identity "$W/plain.key" \
   --adapter hci1 --hr-sensor "$A0" --duration 40 > "$W/node-plain.log" 2>&1 &
@@ -60,26 +85,14 @@ wait_for "$W/node-plain.log" "not a heart-rate sensor" 400 \
   && ok "a BlueZ peer without Heart Rate: '$(grep -m1 -o 'not a heart-rate sensor.*' "$W/node-plain.log")'" \
   || { ko "no 'not a heart-rate sensor' from a peer without 0x180D"; tail -n 5 "$W/node-plain.log"; }
 kill -TERM $P 2>/dev/null; wait $P 2>/dev/null
-# A stalled peer: bluetoothd stopped (SIGSTOP), so the kernel takes the link but nobody answers ATT.
-kill -STOP $BLUETOOTHD
-"$NODE" --transport wifi --interface lo --accept all --name stalled-node --identity "$W/stalled.key" \
-  --adapter hci1 --hr-sensor "$A0" --duration 60 > "$W/node-stalled.log" 2>&1 &
-P=$!
-wait_for "$W/node-stalled.log" "no answer from the sensor (timed out), retrying" 450 \
-  && ok "a stalled peer times out and is retried: '$(grep -m1 -o 'heart-rate sensor: .*timed out.*' "$W/node-stalled.log")'" \
-  || { ko "no timeout from a stalled peer"; tail -n 5 "$W/node-stalled.log"; }
-kill -TERM $P 2>/dev/null; wait $P 2>/dev/null
-kill -CONT $BLUETOOTHD
-sleep 1
-
 # A heart-rate advertiser without a Battery service: bluetoothd with no app serves GAP/GATT only.
-btmgmt --index 0 advertising off >/dev/null 2>&1
+fresh_link no-adv
 btmgmt --index 0 add-adv -c -g -u 180d 1 > "$W/add-adv0.log" 2>&1 || { ko "btmgmt add-adv -u 180d (no app)"; cat "$W/add-adv0.log"; }
 out=$("$PICONET_BIN_DIR/piconet" sensors scan --adapter hci1 --seconds 4 --battery-seconds 20 --json 2>&1); rc=$?
 echo "$out" | sed 's/^/  scan| /' | head -n 3
 [ $rc = 0 ] && echo "$out" | grep "\"address\":\"$A0\"" | grep -q '"battery":null,"batteryNote":"no battery service"' \
   && ok "sensors scan: a strap without a Battery service shows battery null (no battery service)" \
-  || ko "sensors scan: no 'no battery service' for $A0 (exit $rc)"
+  || { ko "sensors scan: no 'no battery service' for $A0 (exit $rc)"; links_state; }
 # Permission: the mgmt socket of an unprivileged user may not start a discovery -> exit 77, one line.
 if id nobody >/dev/null 2>&1 && command -v setpriv >/dev/null; then
   mkdir -p "$W/nobody"; chown nobody "$W/nobody"
@@ -106,6 +119,7 @@ start_server() {
   btmgmt --index 0 advertising on >/dev/null 2>&1   # LE connects need a connectable advertiser
 }
 start_server 1
+fresh_link
 
 PORT=18095
 "$HUB" --transport wifi --interface lo --http 127.0.0.1:$PORT --db off --plain --name gatt-hub \
@@ -118,8 +132,9 @@ NODEPID=$!
 if ! wait_for "$W/node.log" "heart-rate sensor $A0: streaming" 900; then
   # Heavy host load: the LE connect between the emulated controllers may keep timing out. Once more, re-advertised.
   echo "  | no stream within 90 s ($(grep -c 'connecting' "$W/node.log") connects: $(grep -m1 -o 'heart-rate sensor: .*' "$W/node.log")); node started once more"
+  links_state
   kill -TERM $NODEPID 2>/dev/null; wait $NODEPID 2>/dev/null; mv "$W/node.log" "$W/node-try1.log"
-  btmgmt --index 0 advertising on >/dev/null 2>&1
+  fresh_link
   "$NODE" --transport wifi --interface lo --accept all --name strap-node --identity "$W/node.key" \
     --adapter hci1 --hr-sensor "$A0" > "$W/node.log" 2>&1 &
   NODEPID=$!
@@ -130,6 +145,7 @@ grep -q "heart-rate sensor $A0: streaming" "$W/node.log" \
   || ko "node: no 'streaming' from the heart-rate sensor within 90 s (twice)"
 if ! grep -q "streaming (ATT" "$W/node.log"; then
   # Nothing to measure without a stream: say why and stop here (the rest would only time out).
+  links_state
   echo "  --- node log"; tail -n 30 "$W/node.log"; echo "  --- server log"; tail -n 10 "$W/server1.log"
   echo "  --- bluetoothd"; tail -n 25 "$W/bluetoothd.log"; echo "  --- btmgmt hci0"; btmgmt --index 0 info 2>&1 | tail -n 4
   kill -TERM $NODEPID $HUBPID $SERVER $BLUETOOTHD 2>/dev/null; wait $NODEPID $HUBPID $SERVER $BLUETOOTHD 2>/dev/null
@@ -178,7 +194,7 @@ wait $HUBPID
 [ $nrc = 0 ] && ok "piconet-node --hr-sensor exits 0 on SIGTERM" || ko "piconet-node exit $nrc on SIGTERM"
 # --hr-sensor auto and `piconet sensors scan`: hci0 advertises the Heart Rate UUID (an
 # advertising instance: the 'advertising' setting would take precedence, so it goes off).
-btmgmt --index 0 advertising off >/dev/null 2>&1
+fresh_link no-adv
 btmgmt --index 0 add-adv -c -g -u 180d 1 > "$W/add-adv.log" 2>&1 || { ko "btmgmt add-adv -u 180d"; cat "$W/add-adv.log"; }
 # The scan connects to read the battery; the server logs each read ("Battery Level read: N").
 for try in 1 2; do
@@ -207,6 +223,21 @@ grep -q "heart-rate sensor location: chest" "$W/node-auto.log" \
   || ko "no body sensor location (example-gatt-server serves 0x2A38 = chest)"
 kill -TERM $P 2>/dev/null; wait $P 2>/dev/null
 btmgmt --index 0 rm-adv 1 >/dev/null 2>&1
+
+# Last, because it leaves the most behind (a link the stopped daemon never served):
+# A stalled peer: bluetoothd stopped (SIGSTOP), so the kernel takes the link but nobody answers ATT.
+kill $SERVER 2>/dev/null; wait $SERVER 2>/dev/null; SERVER=""
+fresh_link
+kill -STOP $BLUETOOTHD
+"$NODE" --transport wifi --interface lo --accept all --name stalled-node --identity "$W/stalled.key" \
+  --adapter hci1 --hr-sensor "$A0" --duration 60 > "$W/node-stalled.log" 2>&1 &
+P=$!
+wait_for "$W/node-stalled.log" "no answer from the sensor (timed out), retrying" 450 \
+  && ok "a stalled peer times out and is retried: '$(grep -m1 -o 'heart-rate sensor: .*timed out.*' "$W/node-stalled.log")'" \
+  || { ko "no timeout from a stalled peer"; tail -n 5 "$W/node-stalled.log"; }
+kill -TERM $P 2>/dev/null; wait $P 2>/dev/null
+kill -CONT $BLUETOOTHD
+sleep 1
 
 if [ "$FAIL" != 0 ]; then
   echo "  --- node log"; tail -n 30 "$W/node.log"; echo "  --- server log"; tail -n 10 "$W/server1.log"
