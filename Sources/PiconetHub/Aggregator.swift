@@ -263,7 +263,7 @@ public struct Aggregator {
     }
 }
 
-/// One node's state. Fixed size apart from the 60-bucket ring and the clock filter.
+/// One node's state. Fixed size apart from the 60-second ring (compact `SecondBucket`s) and the clock filter.
 struct NodeState {
     static let ringSeconds: Int64 = 60
 
@@ -271,7 +271,7 @@ struct NodeState {
     var counters = NodeCounters()
     var tokens: Double
     var tokensAt: Instant
-    var ring: [Bucket]
+    var ring: [SecondBucket]
     var session = Bucket()
     var deltas: [Int64] = []
     var deltaIndex = 0
@@ -282,14 +282,15 @@ struct NodeState {
     var latestBPM: UInt16?
     var summary: NodeSummary?
     var steps = StepDetector()
-    var lastRR: Double?
+    /// The last valid RR interval, in the wire's 1/1024 s units (differences stay integers).
+    var lastRR: UInt16?
     var lastHRTime: Instant?
     var lastMotionTime: Instant?
 
     init(now: Instant, _ c: HubConfiguration) {
         tokens = c.messageBurst
         tokensAt = now
-        ring = Array(repeating: Bucket(), count: Int(NodeState.ringSeconds))
+        ring = Array(repeating: SecondBucket(), count: Int(NodeState.ringSeconds))
         firstSeen = now
         lastSeen = now
     }
@@ -312,9 +313,9 @@ struct NodeState {
         return t.nanoseconds < 0 && t.nanoseconds % 1_000_000_000 != 0 ? s - 1 : s
     }
 
-    /// Applies `body` to the ring bucket of hub second `s` (if still in the ring) and the session.
-    mutating func record(second s: Int64, now: Instant, _ body: (inout Bucket) -> Void) {
-        body(&session)
+    /// Adds `entry` to the ring bucket of hub second `s` (if still in the ring) and the session.
+    mutating func record(second s: Int64, now: Instant, _ entry: BucketEntry) {
+        session.add(entry)
         let nowSecond = NodeState.second(of: now)
         let sec = min(s, nowSecond)
         guard sec > nowSecond - NodeState.ringSeconds else {
@@ -324,10 +325,9 @@ struct NodeState {
         let i = Int(((sec % NodeState.ringSeconds) + NodeState.ringSeconds) % NodeState.ringSeconds)
         if ring[i].second != sec {
             guard ring[i].second < sec else { return }
-            ring[i] = Bucket()
-            ring[i].second = sec
+            ring[i] = SecondBucket(second: sec)
         }
-        body(&ring[i])
+        ring[i].add(entry)
     }
 
     func merged(_ w: AggregationWindow, at now: Instant) -> Bucket {
@@ -351,7 +351,7 @@ struct NodeState {
         case let .summary(s):
             summary = s
             let grew = tracker.summary(lastSequence: s.lastSequence, epoch: s.epoch)
-            if grew > 0 { record(second: NodeState.second(of: now), now: now) { $0.batchesExpected += grew } }
+            if grew > 0 { record(second: NodeState.second(of: now), now: now, .expected(grew)) }
             return .summary
         case let .samples(batch):
             return ingest(batch, at: now, c)
@@ -387,13 +387,7 @@ struct NodeState {
         estimateClock(arrivalDelta, c)
         // Wrapping: a lying node's timestamps may make this garbage, never a trap.
         let latencyMs = Double(arrivalDelta &- (offset ?? arrivalDelta)) / 1e6
-        record(second: NodeState.second(of: now), now: now) { b in
-            b.batchesReceived += 1
-            b.batchesExpected += expectedDelta
-            b.latencyCount += 1
-            b.latencySum += latencyMs
-            b.latencyMax = max(b.latencyMax, latencyMs)
-        }
+        record(second: NodeState.second(of: now), now: now, .batch(expected: expectedDelta, latencyMs: latencyMs))
         let hubOffset = offset ?? arrivalDelta
         var accepted = 0, rejected = 0
         let earliest = batch.sentAt - c.maximumSampleAge, latest = batch.sentAt + c.maximumSampleLead
@@ -441,41 +435,25 @@ struct NodeState {
             return false
         }
         latestBPM = m.bpm
-        let bpm = Double(m.bpm)
         var zoneSeconds = 1.0
         if let last = lastHRTime, h.time > last {
             zoneSeconds = min((h.time - last).seconds, c.maximumZoneGap.seconds)
         }
         if lastHRTime.map({ h.time > $0 }) ?? true { lastHRTime = h.time }
-        let zone = heartRateZone(bpm: bpm, maximum: c.maximumHeartRate)
-        var rrs: [Double] = []
-        var diffs: [Double] = []
-        for ms in m.rrIntervalsMilliseconds {
-            guard c.validRRMilliseconds.contains(ms) else {
+        let zone = heartRateZone(bpm: Double(m.bpm), maximum: c.maximumHeartRate)
+        var rrs: [UInt16] = []
+        var diffs: [Int32] = []
+        for u in m.rrIntervals {
+            guard c.validRRMilliseconds.contains(Bucket.milliseconds(rrUnits: u)) else {
                 counters.invalidRR += 1
                 lastRR = nil
                 continue
             }
-            if let prev = lastRR { diffs.append(ms - prev) }
-            lastRR = ms
-            rrs.append(ms)
+            if let prev = lastRR { diffs.append(Int32(u) - Int32(prev)) }
+            lastRR = u
+            rrs.append(u)
         }
-        record(second: second, now: now) { b in
-            b.bpmCount += 1
-            b.bpmSum += bpm
-            b.bpmMin = min(b.bpmMin, bpm)
-            b.bpmMax = max(b.bpmMax, bpm)
-            b.addZone(zone, seconds: zoneSeconds)
-            for r in rrs {
-                b.rrCount += 1
-                b.rrSum += r
-                b.rrSumSquares += r * r
-            }
-            for d in diffs {
-                b.diffCount += 1
-                b.diffSumSquares += d * d
-            }
-        }
+        record(second: second, now: now, .heartRate(bpm: m.bpm, zone: zone, zoneSeconds: zoneSeconds, rrUnits: rrs, diffUnits: diffs))
         return true
     }
 
@@ -488,15 +466,7 @@ struct NodeState {
             lastMotionTime = m.time
             (step, interval) = steps.feed(magnitude: magnitude, at: m.time)
         }
-        record(second: second, now: now) { b in
-            b.motionCount += 1
-            b.activitySum += abs(magnitude - 1000)
-            if step { b.steps += 1 }
-            if let interval {
-                b.stepIntervalCount += 1
-                b.stepIntervalSum += interval.seconds
-            }
-        }
+        record(second: second, now: now, .motion(deviation: abs(magnitude - 1000), step: step, interval: interval?.seconds))
         return true
     }
 }

@@ -80,6 +80,201 @@ public struct Bucket: Sendable {
     }
 }
 
+/// One thing a node's data adds to its buckets: a heart-rate measurement, a motion sample, a
+/// batch received, or batches a summary says were sent. Applied alike to the session's wide
+/// `Bucket` and to the ring's compact `SecondBucket`, so the two cannot drift apart.
+///
+/// RR intervals travel in the wire's 1/1024 s units (successive differences too): integers, so
+/// the compact bucket can sum them exactly.
+enum BucketEntry {
+    case heartRate(bpm: UInt16, zone: Int, zoneSeconds: Double, rrUnits: [UInt16], diffUnits: [Int32])
+    case motion(deviation: Double, step: Bool, interval: Double?)
+    case batch(expected: Int, latencyMs: Double)
+    case expected(Int)
+}
+
+extension Bucket {
+    /// An RR interval (or a difference of two) in 1/1024 s units, in ms: the same expression as
+    /// `HeartRateMeasurement.rrIntervalsMilliseconds`, so a window's numbers do not change.
+    static func milliseconds<T: BinaryInteger>(rrUnits u: T) -> Double { Double(u) * 1000 / 1024 }
+
+    mutating func add(_ e: BucketEntry) {
+        switch e {
+        case let .heartRate(bpm, zone, zoneSeconds, rrUnits, diffUnits):
+            let v = Double(bpm)
+            bpmCount += 1
+            bpmSum += v
+            bpmMin = min(bpmMin, v)
+            bpmMax = max(bpmMax, v)
+            addZone(zone, seconds: zoneSeconds)
+            for u in rrUnits {
+                let ms = Bucket.milliseconds(rrUnits: u)
+                rrCount += 1
+                rrSum += ms
+                rrSumSquares += ms * ms
+            }
+            for d in diffUnits {
+                let ms = Bucket.milliseconds(rrUnits: d)
+                diffCount += 1
+                diffSumSquares += ms * ms
+            }
+        case let .motion(deviation, step, interval):
+            motionCount += 1
+            activitySum += deviation
+            if step { steps += 1 }
+            if let interval {
+                stepIntervalCount += 1
+                stepIntervalSum += interval
+            }
+        case let .batch(expected, latencyMs):
+            batchesReceived += 1
+            batchesExpected += expected
+            latencyCount += 1
+            latencySum += latencyMs
+            latencyMax = max(latencyMax, latencyMs)
+        case let .expected(n):
+            batchesExpected += n
+        }
+    }
+
+    /// Adds one second of the ring (widened back to `Bucket`'s units: ms and seconds as Double).
+    mutating func merge(_ o: SecondBucket) {
+        bpmCount += Int(o.bpmCount)
+        bpmSum += Double(o.bpmSum)
+        if o.bpmCount > 0 {
+            bpmMin = min(bpmMin, Double(o.bpmMin))
+            bpmMax = max(bpmMax, Double(o.bpmMax))
+        }
+        rrCount += Int(o.rrCount)
+        rrSum += Bucket.milliseconds(rrUnits: o.rrUnits)
+        rrSumSquares += Double(o.rrUnitsSquares) * 1_000_000 / 1_048_576
+        diffCount += Int(o.diffCount)
+        diffSumSquares += Double(o.diffUnitsSquares) * 1_000_000 / 1_048_576
+        zoneSeconds.0 += Double(o.zoneSeconds.0)
+        zoneSeconds.1 += Double(o.zoneSeconds.1)
+        zoneSeconds.2 += Double(o.zoneSeconds.2)
+        zoneSeconds.3 += Double(o.zoneSeconds.3)
+        zoneSeconds.4 += Double(o.zoneSeconds.4)
+        zoneSeconds.5 += Double(o.zoneSeconds.5)
+        motionCount += Int(o.motionCount)
+        activitySum += Double(o.activitySum)
+        steps += Int(o.steps)
+        stepIntervalCount += Int(o.stepIntervalCount)
+        stepIntervalSum += Double(o.stepIntervalSum)
+        batchesReceived += Int(o.batchesReceived)
+        batchesExpected += Int(o.batchesExpected)
+        latencyCount += Int(o.latencyCount)
+        latencySum += Double(o.latencySum)
+        latencyMax = max(latencyMax, Double(o.latencyMax))
+    }
+}
+
+/// One second of one node in the 60-slot ring: the same sums as `Bucket` in 112 bytes instead
+/// of 216 (issue 13: the ring was 13 KiB of the aggregator's 19 KiB per node). The session
+/// totals stay a wide `Bucket`; only these short-lived seconds are compact.
+///
+/// Why the narrow types hold:
+/// - Counts and integer sums are `UInt32`. A second stays in the ring for at most 60 s, and in
+///   that time the rate limit admits `messageBurst + 60 × messagesPerSecond` messages (3,100 by
+///   default) of at most `SampleBatch.maximumRecords` (200) samples with at most 126 RR intervals:
+///   78 M RR intervals, 155 M summed bpm — under 2³² (4.29 G). A configuration that admits more
+///   saturates (never traps, never wraps).
+/// - bpm is a `UInt16` on the wire, so min and max are exact as `UInt16`, the sum as an integer.
+/// - RR intervals and their differences are summed in the wire's 1/1024 s units (Σu in
+///   `UInt32`, Σu² in `UInt64`: 78 M × 65,535² < 2⁶⁴): exact, and widened to ms they give the
+///   very Double the old per-value sums gave (ms = u × 1000/1024 has 7 binary fractional digits,
+///   u² fits 32 bits, so both sums are exact below 2⁵³).
+/// - Zone seconds, activity (mg), step intervals (s) and latency (ms) are `Float`: a second holds
+///   a handful to ~50 values, so the 24-bit mantissa keeps them to ~1e-7 relative, far below
+///   what the hub shows or stores (bpm, ms, mg as whole or one-decimal numbers).
+/// - `batchesExpected` is `UInt32` (a sequence gap is < 2³²): a node claiming more than that in
+///   one second saturates, and its loss ratio reads ~1 either way.
+struct SecondBucket {
+    /// The hub second this slot holds (seconds since the hub clock's origin).
+    var second: Int64 = .min
+    var rrUnitsSquares: UInt64 = 0
+    var diffUnitsSquares: UInt64 = 0
+    var bpmCount: UInt32 = 0
+    var bpmSum: UInt32 = 0
+    var rrCount: UInt32 = 0
+    var rrUnits: UInt32 = 0
+    var diffCount: UInt32 = 0
+    var zoneSeconds: (Float, Float, Float, Float, Float, Float) = (0, 0, 0, 0, 0, 0)
+    var motionCount: UInt32 = 0
+    var activitySum: Float = 0
+    var steps: UInt32 = 0
+    var stepIntervalCount: UInt32 = 0
+    var stepIntervalSum: Float = 0
+    var batchesReceived: UInt32 = 0
+    var batchesExpected: UInt32 = 0
+    var latencyCount: UInt32 = 0
+    var latencySum: Float = 0
+    var latencyMax: Float = 0
+    var bpmMin: UInt16 = .max
+    var bpmMax: UInt16 = 0
+
+    init() {}
+
+    init(second: Int64) { self.second = second }
+
+    /// `a + n`, held at `UInt32.max` (and at 0 for a negative `n`, which no caller passes).
+    static func adding(_ a: UInt32, _ n: Int) -> UInt32 {
+        guard n > 0 else { return a }
+        let room = Int(UInt32.max - a)
+        return n >= room ? .max : a + UInt32(n)
+    }
+
+    static func adding(_ a: UInt64, _ n: UInt64) -> UInt64 {
+        let (sum, overflow) = a.addingReportingOverflow(n)
+        return overflow ? .max : sum
+    }
+
+    mutating func add(_ e: BucketEntry) {
+        switch e {
+        case let .heartRate(bpm, zone, seconds, rr, diffs):
+            bpmCount = Self.adding(bpmCount, 1)
+            bpmSum = Self.adding(bpmSum, Int(bpm))
+            bpmMin = min(bpmMin, bpm)
+            bpmMax = max(bpmMax, bpm)
+            let z = Float(seconds)
+            switch zone {
+            case ...0: self.zoneSeconds.0 += z
+            case 1: self.zoneSeconds.1 += z
+            case 2: self.zoneSeconds.2 += z
+            case 3: self.zoneSeconds.3 += z
+            case 4: self.zoneSeconds.4 += z
+            default: self.zoneSeconds.5 += z
+            }
+            for u in rr {
+                rrCount = Self.adding(rrCount, 1)
+                rrUnits = Self.adding(rrUnits, Int(u))
+                rrUnitsSquares = Self.adding(rrUnitsSquares, UInt64(u) * UInt64(u))
+            }
+            for d in diffs {
+                let m = UInt64(d.magnitude)
+                diffCount = Self.adding(diffCount, 1)
+                diffUnitsSquares = Self.adding(diffUnitsSquares, m * m)
+            }
+        case let .motion(deviation, step, interval):
+            motionCount = Self.adding(motionCount, 1)
+            activitySum += Float(deviation)
+            if step { steps = Self.adding(steps, 1) }
+            if let interval {
+                stepIntervalCount = Self.adding(stepIntervalCount, 1)
+                stepIntervalSum += Float(interval)
+            }
+        case let .batch(expected, latencyMs):
+            batchesReceived = Self.adding(batchesReceived, 1)
+            batchesExpected = Self.adding(batchesExpected, expected)
+            latencyCount = Self.adding(latencyCount, 1)
+            latencySum += Float(latencyMs)
+            latencyMax = max(latencyMax, Float(latencyMs))
+        case let .expected(n):
+            batchesExpected = Self.adding(batchesExpected, n)
+        }
+    }
+}
+
 /// Which rolling window a statistic covers.
 public enum AggregationWindow: Equatable, Hashable, Sendable, CaseIterable, CustomStringConvertible {
     case tenSeconds, sixtySeconds, session

@@ -119,15 +119,55 @@ public struct NodeStatus: Sendable, Codable, Equatable {
 }
 
 /// One point of a node's series: time (s since the Unix epoch), bpm, activity.
+///
+/// 16 bytes, not 40: the hub keeps up to 600 points per node for the live page, so at 500 nodes
+/// the series is the largest table a long-running hub holds (issue 13: 23 KiB per node after ten
+/// minutes as `Double?`s, 9.4 KiB now). bpm and activity (mg) are kept in hundredths as `Int32`
+/// (nil: `Int32.min`): what a chart or a reader of the API can see, a wire bpm (a whole number)
+/// exactly, and any value up to ±21 million. The JSON and Codable shapes are unchanged.
 public struct SeriesPoint: Sendable, Codable, Equatable {
     public var t: Double
-    public var bpm: Double?
-    public var activity: Double?
+    private var bpmHundredths: Int32
+    private var activityHundredths: Int32
+
+    public var bpm: Double? {
+        get { SeriesPoint.value(bpmHundredths) }
+        set { bpmHundredths = SeriesPoint.hundredths(newValue) }
+    }
+
+    public var activity: Double? {
+        get { SeriesPoint.value(activityHundredths) }
+        set { activityHundredths = SeriesPoint.hundredths(newValue) }
+    }
 
     public init(t: Double, bpm: Double?, activity: Double?) {
         self.t = t
-        self.bpm = bpm
-        self.activity = activity
+        bpmHundredths = SeriesPoint.hundredths(bpm)
+        activityHundredths = SeriesPoint.hundredths(activity)
+    }
+
+    /// Rounded to 0.01 and clamped to what `Int32` holds; nil and NaN are "none".
+    static func hundredths(_ v: Double?) -> Int32 {
+        guard let v, !v.isNaN else { return .min }
+        let h = (v * 100).rounded()
+        return h <= -Double(Int32.max) ? -Int32.max : h >= Double(Int32.max) ? .max : Int32(h)
+    }
+
+    static func value(_ h: Int32) -> Double? { h == .min ? nil : Double(h) / 100 }
+
+    private enum CodingKeys: String, CodingKey { case t, bpm, activity }
+
+    public init(from decoder: any Decoder) throws {
+        let c = try decoder.container(keyedBy: CodingKeys.self)
+        self.init(t: try c.decode(Double.self, forKey: .t), bpm: try c.decodeIfPresent(Double.self, forKey: .bpm),
+                  activity: try c.decodeIfPresent(Double.self, forKey: .activity))
+    }
+
+    public func encode(to encoder: any Encoder) throws {
+        var c = encoder.container(keyedBy: CodingKeys.self)
+        try c.encode(t, forKey: .t)
+        try c.encodeIfPresent(bpm, forKey: .bpm)
+        try c.encodeIfPresent(activity, forKey: .activity)
     }
 
     /// Appends `point`, keeping the newest `limit` points, in an array whose capacity never

@@ -81,7 +81,17 @@ extension SessionMachine {
         let hot = l.phase == .established && (f.type == .data || f.type == .ack || f.type == .keepAlive || f.type == .resume)
         // Authentic: the peer is alive, possibly at a new address (Wi-Fi roaming, NAT rebinding).
         l.liveness.lastHeard = now
-        l.handshake.confirmed = true
+        if !l.handshake.confirmed {
+            l.handshake.confirmed = true
+            // The peer has our last handshake message and we have its keys: nothing resends or
+            // compares the handshake frames from now on (a late copy of the first message is
+            // dropped either way), so a link does not hold them for its whole life (issue 13).
+            if l.phase != .handshaking {
+                l.handshake.frame = nil
+                l.handshake.initiation = []
+                l.handshake.cookie = nil
+            }
+        }
         if l.address != address {
             table.moved(l, from: l.address)
             l.address = address

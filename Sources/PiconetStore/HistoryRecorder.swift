@@ -7,10 +7,18 @@ import PiconetHub
 /// and counted) and `flush()` — called by the runtime once a second — writes them in one
 /// transaction. On failure the rows stay queued, `mode` becomes `.memoryOnly(error)` with a
 /// clear message, and the next `flush()` tries again, so freeing disk space heals it.
+///
+/// Without a store (`--db off`, or a path that could not be opened) there is nothing a queued
+/// row could ever be written to, so rows are not queued: they are counted in `notRecorded` and
+/// dropped at once (issue 13: at 500 nodes the never-written queue was half the hub's memory,
+/// 40–47 KiB per node of the 82–87 KiB measured).
 public final class HistoryRecorder {
     public enum Mode: Equatable, Sendable {
         case persisting
-        /// No store, or the store failed: rows are kept (bounded) in memory.
+        /// No database configured (`--db off`): nothing is kept; rows are counted in `notRecorded`.
+        case off
+        /// The store failed: rows are kept (bounded) in memory until a flush succeeds. Nil is not
+        /// produced any more (no store is `.off`); kept for callers that match on it.
         case memoryOnly(StoreError?)
     }
 
@@ -30,13 +38,17 @@ public final class HistoryRecorder {
     /// Rows dropped because the queue was full while the store could not take them.
     public private(set) var dropped = 0
     public private(set) var written = 0
+    /// Rows offered while there was no store to write them to (`--db off`, or a path that could
+    /// not be opened): counted and dropped, never queued.
+    public private(set) var notRecorded = 0
 
-    /// Opens `path`, or runs in memory when `path` is nil or cannot be opened (see `mode`).
+    /// Opens `path`; when `path` is nil the recorder is `.off`, and when it cannot be opened
+    /// `.memoryOnly(error)` (the hub refuses to start then). Either way without a store no row is kept.
     public init(path: String?, retention: RetentionPolicy = RetentionPolicy(), pendingLimit: Int = 50_000) {
         self.pendingLimit = max(1, pendingLimit)
         guard let path else {
             store = nil
-            mode = .memoryOnly(nil)
+            mode = .off
             return
         }
         do throws(StoreError) {
@@ -56,10 +68,12 @@ public final class HistoryRecorder {
     }
 
     public func record(_ batch: StoredBatch) {
+        guard store != nil else { notRecorded += 1; return }
         Self.enqueue(batch, into: &batchQueue, head: &batchHead, limit: pendingLimit, dropped: &dropped)
     }
 
     public func record(_ aggregate: StoredAggregate) {
+        guard store != nil else { notRecorded += 1; return }
         Self.enqueue(aggregate, into: &aggregateQueue, head: &aggregateHead, limit: pendingLimit, dropped: &dropped)
     }
 
@@ -80,6 +94,7 @@ public final class HistoryRecorder {
     /// Queues the 10 s, 60 s and session windows of each snapshot, stamped with wall-clock `at`
     /// (ns since the Unix epoch): what the runtime calls every few seconds.
     public func record(_ snapshots: [NodeSnapshot], at: Int64) {
+        guard store != nil else { notRecorded += snapshots.count * AggregationWindow.allCases.count; return }
         for snap in snapshots {
             for w in AggregationWindow.allCases {
                 record(StoredAggregate(node: snap.id.rawValue, at: at, stats: snap.stats(w)))
@@ -116,8 +131,11 @@ public final class HistoryRecorder {
     public var statusLine: String {
         switch mode {
         case .persisting: return "history: \(store?.path ?? "-") (\(written) rows written)"
-        case .memoryOnly(nil): return "history: in memory only (no database configured)"
-        case let .memoryOnly(e?): return "history: IN MEMORY ONLY — \(e) (\(batchQueue.count - batchHead + aggregateQueue.count - aggregateHead) rows waiting, \(dropped) dropped)"
+        case .off: return "history: off (no database configured; \(notRecorded) rows not recorded)"
+        case let .memoryOnly(e):
+            let why = e.map { "\($0)" } ?? "no store"
+            if store == nil { return "history: NOT RECORDED — \(why) (\(notRecorded) rows not recorded)" }
+            return "history: IN MEMORY ONLY — \(why) (\(batchQueue.count - batchHead + aggregateQueue.count - aggregateHead) rows waiting, \(dropped) dropped)"
         }
     }
 }

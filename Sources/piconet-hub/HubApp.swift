@@ -108,7 +108,7 @@ final class HubApp {
         if settings.databasePath != nil, case let .memoryOnly(e?) = recorder.mode {
             // Running on "in memory only" would look like success and lose the history: stop.
             throw HubStartFailure(status: ExitStatus.ioError,
-                                  description: "\(e) (--db off keeps history in memory only, on purpose)")
+                                  description: "\(e) (--db off runs without history, on purpose)")
         }
         if let host = settings.httpHost { try Self.checkHTTPPort(host: host, port: settings.httpPort, loop: loop) }
         wallOffset = WallClock.secondsSinceEpoch() - loop.now.seconds
@@ -350,6 +350,10 @@ final class HubApp {
         info.discoveryDroppedTotal = UInt64(nodeManager.counters.discoveryDropped)
         info.drops = Self.drops(session.statistics, browser?.statistics ?? [],
                                 kernel: (host.udp?.statistics.kernelDropped ?? 0) + (browser?.kernelDropped ?? 0))
+        // History rows offered with no database (`--db off`: counted, never queued) and rows a
+        // failing store's full queue dropped.
+        info.drops["historyNotRecorded"] = UInt64(recorder.notRecorded)
+        info.drops["historyQueueDropped"] = UInt64(recorder.dropped)
         if case let .memoryOnly(e?) = recorder.mode {
             info.storeHealthy = false
             info.storeMessage = "\(e)"

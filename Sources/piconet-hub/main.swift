@@ -42,7 +42,7 @@ struct HubCommand: ParsableCommand {
     var encryption: String?
     @Option(help: "HTTP address for the API, live page and metrics ('off' to disable).")
     var http: String?
-    @Option(help: "SQLite history file; 'off' keeps history in memory only. A file that cannot be opened stops the hub.")
+    @Option(help: "SQLite history file; 'off' keeps no history (live windows only; rows are counted as not recorded). A file that cannot be opened stops the hub.")
     var db: String?
     @Option(parsing: .unconditional, help: "Maximum heart rate for the zones, 100-240 bpm.")
     var maxHeartRate: Double?

@@ -1,3 +1,4 @@
+import Foundation
 import PiconetHubServer
 import Testing
 
@@ -39,5 +40,23 @@ import Testing
         var points: [SeriesPoint] = []
         for s in 0..<5 { SeriesPoint.append(SeriesPoint(t: Double(s), bpm: nil, activity: nil), to: &points, limit: 0) }
         #expect(points.map(\.t) == [4])
+    }
+
+    /// 600 points per node at 16 bytes each (was 40: `Double?` twice), the values a reader sees kept.
+    @Test func aPointTakesSixteenBytesAndKeepsWhatTheAPIShows() throws {
+        #expect(MemoryLayout<SeriesPoint>.stride == 16)
+        let p = SeriesPoint(t: 1_732_500_000.25, bpm: 72, activity: 123.456)
+        #expect(p.t == 1_732_500_000.25 && p.bpm == 72 && p.activity == 123.46)
+        let none = SeriesPoint(t: 1, bpm: nil, activity: .nan)
+        #expect(none.bpm == nil && none.activity == nil)
+        #expect(SeriesPoint(t: 0, bpm: 1e12, activity: -1e12).bpm == Double(Int32.max) / 100)
+        #expect(SeriesPoint(t: 0, bpm: 1e12, activity: -1e12).activity == -Double(Int32.max) / 100)
+        var q = p
+        q.activity = nil
+        q.bpm = 180.5
+        #expect(q.activity == nil && q.bpm == 180.5)
+        let text = try JSONEncoder().encode([p, none])
+        #expect(try JSONDecoder().decode([SeriesPoint].self, from: text) == [p, none])
+        #expect(!String(decoding: text, as: UTF8.self).contains("Hundredths"), "the Codable shape keeps t, bpm, activity")
     }
 }

@@ -29,8 +29,36 @@ import Testing
         return 0
     }
 
-    static func report(_ component: String, _ bytes: Int) {
-        print("MEMORY-PROBE \(component) nodes=\(nodes) bytes/node=\(bytes / nodes) (\(bytes / nodes / 1024) KiB)")
+    /// Bytes malloc has handed out and not got back (all arenas): what the tables hold, without
+    /// the RSS noise of pages freed by earlier work and reused (RSS moved ±3 KiB/node from run to
+    /// run for the same code). From glibc's `malloc_info` (looked up with dlsym: Glibc's module
+    /// exports neither it nor `mallinfo2`): system current − free (fast + rest) + mmapped.
+    static func mallocInUse() -> Int {
+        typealias MallocInfo = @convention(c) (Int32, UnsafeMutablePointer<FILE>?) -> Int32
+        guard let sym = dlsym(dlopen(nil, RTLD_NOW), "malloc_info"), let f = tmpfile() else { return 0 }
+        defer { fclose(f) }
+        _ = unsafeBitCast(sym, to: MallocInfo.self)(0, f)
+        rewind(f)
+        var text: [UInt8] = []
+        var chunk = [UInt8](repeating: 0, count: 4096)
+        while true {
+            let n = fread(&chunk, 1, chunk.count, f)
+            if n <= 0 { break }
+            text += chunk[0..<n]
+        }
+        // The totals over all arenas follow the last </heap>.
+        let all = String(decoding: text, as: UTF8.self)
+        let totals = all.split(separator: "</heap>").last.map(String.init) ?? all
+        func size(_ tag: String) -> Int {
+            guard let line = totals.split(separator: "\n").first(where: { $0.contains(tag) }),
+                  let r = line.firstRange(of: "size=\"") else { return 0 }
+            return Int(line[r.upperBound...].prefix { $0.isNumber }) ?? 0
+        }
+        return size("<system type=\"current\"") + size("<total type=\"mmap\"") - size("<total type=\"fast\"") - size("<total type=\"rest\"")
+    }
+
+    static func report(_ component: String, _ bytes: Int, heap: Int) {
+        print("MEMORY-PROBE \(component) nodes=\(nodes) bytes/node=\(bytes / nodes) (\(bytes / nodes / 1024) KiB) heap-bytes/node=\(heap / nodes)")
     }
 
     /// Sessions: one established Noise session per node, each after 50 unreliable batches.
@@ -45,7 +73,7 @@ import Testing
         var peers: [SessionMachine] = (0..<Self.nodes).map {
             SessionMachine(identity: PeerIdentity(displayName: "n\($0)"), configuration: SessionConfiguration(policy: .acceptAll), seed: UInt64(100 + $0))
         }
-        let before = Self.heapInUse()
+        let before = Self.heapInUse(), heapBefore = Self.mallocInUse()
         var hub = SessionMachine(identity: PeerIdentity(displayName: "hub"), configuration: c, seed: 3)
         for i in 0..<Self.nodes {
             let address = EndpointAddress.memory(node: 100 + i, port: 1)
@@ -62,9 +90,9 @@ import Testing
                 for case let .send(bytes, _) in out { _ = hub.received(bytes, from: address, at: t0 + .milliseconds(Int64(250 * k))) }
             }
         }
-        let after = Self.heapInUse()
+        let after = Self.heapInUse(), heapAfter = Self.mallocInUse()
         #expect(hub.connectedPeers.count == Self.nodes)
-        Self.report("session", after - before)
+        Self.report("session", after - before, heap: heapAfter - heapBefore)
     }
 
     /// The aggregator: one node state per node after 70 s of 50 Hz motion + 1 Hz heart rate in 250 ms batches
@@ -74,7 +102,7 @@ import Testing
         var c = HubConfiguration()
         HubCapacity.default.apply(to: &c)
         var fakes = (0..<Self.nodes).map { FakeNode(id: NodeID("node-\($0)")) }
-        let before = Self.heapInUse()
+        let before = Self.heapInUse(), heapBefore = Self.mallocInUse()
         var hub = Aggregator(configuration: c)
         for step in 0..<(70 * 4) {
             let now = t(10 + Double(step) * 0.25)
@@ -89,9 +117,9 @@ import Testing
                 hub.received(frame: fakes[i].frame(samples, at: now), from: fakes[i].id, at: now)
             }
         }
-        let after = Self.heapInUse()
+        let after = Self.heapInUse(), heapAfter = Self.mallocInUse()
         #expect(hub.snapshots(at: t(80)).count == Self.nodes)
-        Self.report("aggregator", after - before)
+        Self.report("aggregator", after - before, heap: heapAfter - heapBefore)
     }
 
     /// The mDNS browser: PTR, SRV, TXT and an address per node (four cache entries and a service).
@@ -110,14 +138,14 @@ import Testing
         }
         var c = MDNSBrowser.Configuration()
         HubCapacity.default.apply(to: &c)
-        let before = Self.heapInUse()
+        let before = Self.heapInUse(), heapBefore = Self.mallocInUse()
         var b = MDNSBrowser(service: service, configuration: c, seed: 4)
         _ = b.start(at: .zero)
         for (i, p) in packets.enumerated() {
             _ = b.received(p, from: .ipv4(10, 79, 1, UInt8(1 + i % 250), port: 5353), at: Instant.zero + .seconds(1) + .microseconds(Int64(i)))
         }
-        let after = Self.heapInUse()
+        let after = Self.heapInUse(), heapAfter = Self.mallocInUse()
         #expect(b.services.count == Self.nodes)
-        Self.report("mdns-browser", after - before)
+        Self.report("mdns-browser", after - before, heap: heapAfter - heapBefore)
     }
 }

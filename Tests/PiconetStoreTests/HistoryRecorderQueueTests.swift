@@ -1,17 +1,24 @@
+import PiconetHub
 import PiconetLoop
 import PiconetSensors
 import PiconetStore
 import Testing
 
-/// The recorder's queue without a database (`--db off`): bounded, oldest dropped and counted,
-/// in order; a full queue drops in O(1) (issue 13: `removeFirst` moved the whole queue per row).
+/// The recorder's queue while rows wait for a flush (a store that is slow or failing): bounded,
+/// oldest dropped and counted, in order; a full queue drops in O(1) (issue 13: `removeFirst`
+/// moved the whole queue per row). Without a database (`--db off`) nothing is queued at all.
 @Suite struct HistoryRecorderQueueTests {
+    /// A recorder over an in-memory store that is never flushed: only the queue is exercised.
+    static func unflushed(limit: Int) throws -> HistoryRecorder {
+        HistoryRecorder(store: try HistoryStore(path: ":memory:"), pendingLimit: limit)
+    }
+
     static func row(_ i: Int) -> StoredBatch {
         StoredBatch(node: "n", receivedAt: Int64(i), batch: SampleBatch(sequence: UInt32(i), epoch: 1, sentAt: .zero, samples: []))
     }
 
-    @Test func aFullQueueDropsTheOldestInOrderAndCountsThem() {
-        let recorder = HistoryRecorder(path: nil, pendingLimit: 100)
+    @Test func aFullQueueDropsTheOldestInOrderAndCountsThem() throws {
+        let recorder = try Self.unflushed(limit: 100)
         for i in 0..<1_000 { recorder.record(Self.row(i)) }
         #expect(recorder.pendingBatches.map(\.receivedAt) == (900..<1_000).map(Int64.init))
         #expect(recorder.dropped == 900)
@@ -20,10 +27,39 @@ import Testing
         #expect(recorder.pendingBatches.count == 100)
     }
 
-    @Test func aQueueBelowItsLimitKeepsEverything() {
-        let recorder = HistoryRecorder(path: nil, pendingLimit: 100)
+    @Test func aQueueBelowItsLimitKeepsEverything() throws {
+        let recorder = try Self.unflushed(limit: 100)
         for i in 0..<60 { recorder.record(Self.row(i)) }
         #expect(recorder.pendingBatches.map(\.receivedAt) == (0..<60).map(Int64.init))
         #expect(recorder.dropped == 0)
+    }
+
+    /// `--db off`: rows and aggregates offered leave the queues empty (no memory grows with the
+    /// fleet) and are counted as not recorded, which the status line says.
+    @Test func withoutADatabaseNothingIsQueuedAndEveryRowIsCountedAsNotRecorded() {
+        let recorder = HistoryRecorder(path: nil, pendingLimit: 100)
+        #expect(recorder.mode == .off)
+        for i in 0..<1_000 { recorder.record(Self.row(i)) }
+        recorder.record(StoredAggregate(node: "n", at: 1, stats: WindowStats(empty: .tenSeconds)))
+        var hub = Aggregator()
+        hub.received(.samples(SampleBatch(sequence: 1, epoch: 1, sentAt: .zero, samples: [])), from: "a", at: .zero)
+        hub.received(.samples(SampleBatch(sequence: 1, epoch: 1, sentAt: .zero, samples: [])), from: "b", at: .zero)
+        recorder.record(hub.snapshots(at: .zero), at: 5)
+        #expect(recorder.pendingBatches.isEmpty && recorder.pendingAggregates.isEmpty)
+        #expect(recorder.notRecorded == 1_000 + 1 + 2 * AggregationWindow.allCases.count)
+        #expect(recorder.dropped == 0, "not recorded is not a queue overflow")
+        #expect(recorder.flush() == nil)
+        #expect(recorder.written == 0)
+        #expect(recorder.statusLine.contains("off") && recorder.statusLine.contains("1007 rows not recorded"), "\(recorder.statusLine)")
+    }
+
+    /// With a database the same rows are queued and all reach the store on flush.
+    @Test func withADatabaseEveryRowIsQueuedAndWritten() throws {
+        let recorder = try Self.unflushed(limit: 10_000)
+        for i in 0..<1_000 { recorder.record(Self.row(i)) }
+        #expect(recorder.pendingBatches.count == 1_000 && recorder.notRecorded == 0)
+        #expect(recorder.flush() == nil)
+        #expect(recorder.pendingBatches.isEmpty && recorder.written == 1_000)
+        #expect(try recorder.store?.counts().batches == 1_000)
     }
 }
