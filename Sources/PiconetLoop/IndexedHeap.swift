@@ -163,13 +163,7 @@ public struct IndexedHeap<Key: Comparable, Value> {
     /// Removes every element, keeping the storage; handles given out before are refused
     /// afterwards (each slot's generation moves on, so the slots can be reused safely).
     @inlinable public mutating func removeAll() {
-        for i in 0..<nodes.count {
-            let s = Int(nodes[i].slot)
-            positions[s] = -1
-            generations[s] &+= 1
-            values[s] = nil
-            freeSlots.append(nodes[i].slot)
-        }
+        for i in 0..<nodes.count { _ = freeSlot(nodes[i].slot) }
         nodes.removeAll(keepingCapacity: true)
     }
 
@@ -190,6 +184,11 @@ public struct IndexedHeap<Key: Comparable, Value> {
             // The last node fills the hole; it may belong above it (another subtree) or below.
             if i > 0 && last.key < nodes[(i - 1) / 2].key { siftUp(from: i, last) } else { siftDown(from: i, last) }
         }
+        return freeSlot(slot)
+    }
+
+    /// Marks `slot` free (its handles refused from now on) and returns the value it held.
+    @inlinable mutating func freeSlot(_ slot: UInt32) -> Value? {
         let s = Int(slot)
         positions[s] = -1
         generations[s] &+= 1
@@ -206,12 +205,10 @@ public struct IndexedHeap<Key: Comparable, Value> {
             let p = (i - 1) / 2
             let parent = nodes[p]
             guard node.key < parent.key else { break }
-            nodes[i] = parent
-            positions[Int(parent.slot)] = Int32(truncatingIfNeeded: i)
+            place(parent, at: i)
             i = p
         }
-        nodes[i] = node
-        positions[Int(node.slot)] = Int32(truncatingIfNeeded: i)
+        place(node, at: i)
     }
 
     /// Puts `node` into the hole at `i`, moving the smaller child up while it is smaller.
@@ -225,10 +222,14 @@ public struct IndexedHeap<Key: Comparable, Value> {
             if l + 1 < n && nodes[l + 1].key < nodes[l].key { c = l + 1 }
             let child = nodes[c]
             guard child.key < node.key else { break }
-            nodes[i] = child
-            positions[Int(child.slot)] = Int32(truncatingIfNeeded: i)
+            place(child, at: i)
             i = c
         }
+        place(node, at: i)
+    }
+
+    /// Stores `node` at `i` and records where its slot now is.
+    @inlinable @inline(__always) mutating func place(_ node: Node, at i: Int) {
         nodes[i] = node
         positions[Int(node.slot)] = Int32(truncatingIfNeeded: i)
     }
