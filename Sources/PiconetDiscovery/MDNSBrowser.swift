@@ -103,6 +103,8 @@ public struct MDNSBrowser {
         var nextRefresh: Instant?
         /// When the entry next needs the timer: its next refresh query or its expiry.
         var deadline: Instant { nextRefresh.map { min($0, expires) } ?? expires }
+        /// Its item in `deadlines` (set by `store`; nil only before it is stored).
+        var timer: HeapHandle?
     }
 
     public let service: ServiceType
@@ -123,10 +125,10 @@ public struct MDNSBrowser {
     private var instancesOfHost: [DNSName: [DNSName: Int]] = [:]
     /// Keys per source address (the per-source quota, and its eviction, look at these only).
     private var perSource: [EndpointAddress: Set<RecordKey>] = [:]
-    /// Min-heap of (deadline, key), lazily invalidated: an item counts only while the entry's
-    /// `deadline` still equals it. Stale items go when they reach the top, or all at once when
-    /// they outnumber the cache (`compactDeadlines`).
-    private var deadlines = DeadlineHeap()
+    /// Every cache entry's `deadline`, one item per entry (its `timer` handle): a changed deadline
+    /// moves its item in O(log n), an evicted entry takes its item along, so the top is always
+    /// a real deadline and the heap never outgrows the cache.
+    private var deadlines = IndexedHeap<Instant, RecordKey>()
     /// (received, key) in the order entries were confirmed, also lazily invalidated: the front's
     /// first valid item is the least recently confirmed entry (time is an input that never
     /// goes back, so confirmation order is time order).
@@ -160,12 +162,12 @@ public struct MDNSBrowser {
     public var services: [DiscoveredService] { reported.values.sorted { $0.name < $1.name } }
     public var cacheCount: Int { cache.count }
 
-    /// The next query, resolve round, refresh or expiry; the heap's top is kept valid by every
-    /// mutating entry point, so this costs O(1) (the driver asks after every packet).
+    /// The next query, resolve round, refresh or expiry; O(1) (the driver asks after every
+    /// packet): the heap's top is always a live entry's deadline.
     public var nextDeadline: Instant? {
         guard running else { return nil }
         var d = [queryAt, resolveAt, dueRefreshesAt].compactMap { $0 }.min()
-        if let top = deadlines.top { d = min(d ?? top.0, top.0) }
+        if let top = deadlines.minimumKey { d = min(d ?? top, top) }
         return d
     }
 
@@ -184,7 +186,7 @@ public struct MDNSBrowser {
         rrsets = [:]
         instancesOfHost = [:]
         perSource = [:]
-        deadlines = DeadlineHeap()
+        deadlines.removeAll()
         confirmations = []
         confirmationsHead = 0
         dirty = []
@@ -231,7 +233,7 @@ public struct MDNSBrowser {
         for r in records where r.type != .a && r.type != .aaaa { insert(r, from: source, at: now) }
         for r in records where (r.type == .a || r.type == .aaaa) && instancesOfHost[r.name] != nil { insert(r, from: source, at: now) }
         let actions = reconcile(at: now)
-        compactDeadlines()
+        compactConfirmations()
         return actions
     }
 
@@ -265,7 +267,7 @@ public struct MDNSBrowser {
                 resolveAt = now + .seconds(1)
             }
         }
-        compactDeadlines()
+        compactConfirmations()
         guard !questions.isEmpty else { return actions }
         var m = DNSMessage.query(questions, knownAnswers: knownAnswers)
         // Keep the query in one packet: drop known answers that do not fit (they only save traffic).
@@ -281,36 +283,34 @@ public struct MDNSBrowser {
     /// Takes every deadline at or before `now` off the heap: expired entries go (their services
     /// become dirty), due refreshes advance a stage and leave a question for the next query.
     private mutating func runDue(at now: Instant) {
-        while let top = deadlines.top, top.0 <= now {
-            let (t, key) = top
-            deadlines.pop()
-            guard var e = cache[key], e.deadline == t else { continue }  // stale item
+        while let top = deadlines.minimum, top.key <= now {
+            guard let key = deadlines.value(of: top.handle), var e = cache[key] else {
+                deadlines.remove(top.handle)  // not reached: an entry's item leaves with it
+                continue
+            }
             if e.expires <= now {
                 evict(key)
                 stats.expired += 1
                 continue
             }
-            if let r = e.nextRefresh, r <= now {
-                let q = DNSQuestion(name: e.record.name, type: e.record.type)
-                if !dueRefreshes.contains(q) { dueRefreshes.append(q) }
-                dueRefreshesAt = min(dueRefreshesAt ?? r, r)
-                e.refreshStage += 1
-                e.nextRefresh = refreshTime(e)
-                cache[key] = e
-                deadlines.push(e.deadline, key)
+            // Due and not expired: the refresh is due (the deadline is the earlier of the two).
+            guard let r = e.nextRefresh, r <= now else {
+                evict(key)  // not reached; never spin on an entry that cannot advance
+                continue
             }
+            let q = DNSQuestion(name: e.record.name, type: e.record.type)
+            if !dueRefreshes.contains(q) { dueRefreshes.append(q) }
+            dueRefreshesAt = min(dueRefreshesAt ?? r, r)
+            e.refreshStage += 1
+            e.nextRefresh = refreshTime(e)
+            cache[key] = e
+            deadlines.update(top.handle, key: e.deadline)
         }
     }
 
-    /// Drops stale heap items from the top (so `nextDeadline` names a real deadline, not an old
-    /// one: no wake-ups for nothing), and rebuilds both lazy queues once stale items outnumber
-    /// live ones (each costs O(cache) then, amortized over as many changes).
-    private mutating func compactDeadlines() {
-        while let top = deadlines.top, cache[top.1]?.deadline != top.0 { deadlines.pop() }
-        if deadlines.count > 2 * cache.count + 64 {
-            deadlines = DeadlineHeap()
-            for (k, e) in cache { deadlines.push(e.deadline, k) }
-        }
+    /// Rebuilds the lazy confirmation queue once stale items outnumber live ones (O(cache)
+    /// then, amortized over as many changes).
+    private mutating func compactConfirmations() {
         // The whole array counts, the consumed prefix too: under a flood the head moves on with
         // every eviction, and only a rebuild gives that memory back.
         if confirmations.count > 2 * cache.count + 64 {
@@ -353,7 +353,7 @@ public struct MDNSBrowser {
                 e.expires = min(e.expires, now + configuration.goodbyeGrace)
                 e.nextRefresh = nil
                 cache[key] = e
-                deadlines.push(e.deadline, key)
+                if let t = e.timer { deadlines.update(t, key: e.deadline) }
             }
             return
         }
@@ -364,7 +364,7 @@ public struct MDNSBrowser {
                 e.expires = min(e.expires, now + .seconds(1))
                 e.nextRefresh = nil
                 cache[k] = e
-                deadlines.push(e.deadline, k)
+                if let t = e.timer { deadlines.update(t, key: e.deadline) }
             }
         }
         if cache[key]?.source != source, (perSource[source]?.count ?? 0) >= max(1, configuration.maximumEntriesPerSource),
@@ -383,22 +383,25 @@ public struct MDNSBrowser {
     }
 
     private mutating func store(_ e: CacheEntry, at key: RecordKey) {
+        var e = e
         if let old = cache[key] {
+            e.timer = old.timer
             perSource[old.source]?.remove(key)
             if perSource[old.source]?.isEmpty == true { perSource[old.source] = nil }
         } else {
             rrsets[RRSet(name: key.name, type: key.data.type), default: []].insert(key)
             if case let .srv(_, _, _, target) = key.data { instancesOfHost[target, default: [:]][key.name, default: 0] += 1 }
         }
+        if let t = e.timer { deadlines.update(t, key: e.deadline) } else { e.timer = deadlines.insert(key, key: e.deadline) }
         cache[key] = e
         perSource[e.source, default: []].insert(key)
-        deadlines.push(e.deadline, key)
         confirmations.append((e.received, key))
         markDirty(key)
     }
 
     private mutating func evict(_ key: RecordKey) {
         guard let old = cache.removeValue(forKey: key) else { return }
+        if let t = old.timer { deadlines.remove(t) }
         markDirty(key)
         perSource[old.source]?.remove(key)
         if perSource[old.source]?.isEmpty == true { perSource[old.source] = nil }
@@ -585,41 +588,5 @@ public struct MDNSBrowser {
         stats.duplicateQueriesSuppressed += 1
         queryAt = q + queryInterval
         queryInterval = min(queryInterval * 2, configuration.maximumQueryInterval)
-    }
-}
-
-/// A binary min-heap of (deadline, key) for the browser's cache; duplicates and stale items are
-/// allowed (the browser checks each against its entry when it reaches the top).
-struct DeadlineHeap {
-    private var items: [(Instant, MDNSBrowser.RecordKey)] = []
-
-    var count: Int { items.count }
-    var top: (Instant, MDNSBrowser.RecordKey)? { items.first }
-
-    mutating func push(_ t: Instant, _ key: MDNSBrowser.RecordKey) {
-        items.append((t, key))
-        var i = items.count - 1
-        while i > 0 {
-            let p = (i - 1) / 2
-            guard items[i].0 < items[p].0 else { break }
-            items.swapAt(i, p)
-            i = p
-        }
-    }
-
-    mutating func pop() {
-        guard !items.isEmpty else { return }
-        items.swapAt(0, items.count - 1)
-        items.removeLast()
-        var i = 0
-        while true {
-            let l = 2 * i + 1, r = l + 1
-            var m = i
-            if l < items.count, items[l].0 < items[m].0 { m = l }
-            if r < items.count, items[r].0 < items[m].0 { m = r }
-            guard m != i else { return }
-            items.swapAt(i, m)
-            i = m
-        }
     }
 }

@@ -37,7 +37,9 @@ extension EventLoop {
     }
 }
 
-/// Identifies a scheduled timer. Unique per loop for the loop's lifetime.
+/// Identifies a scheduled timer: never 0, and once the timer fired or was cancelled the loop
+/// refuses it (its `TimerQueue` slot's generation moved on; only 2³² reuses of one slot in
+/// between could alias it).
 public struct TimerID: Hashable, Sendable {
     public let rawValue: UInt64
     public init(rawValue: UInt64) { self.rawValue = rawValue }

@@ -95,7 +95,7 @@ public final class ATTChannel {
             sendsRefused += 1
             return false
         case let .failure(e):
-            finish(e.errno == ENOTCONN ? nil : e.transportError)
+            finish(PacketRead.endReason(e))
             throw e.transportError
         }
     }
@@ -108,10 +108,7 @@ public final class ATTChannel {
         try Sys.getSocketOption(socket.rawValue, SOL_BLUETOOTH, BT_SECURITY, initial: bt_security()).level
     }
 
-    private func pendingError() -> TransportError? {
-        let e = (try? Sys.getSocketOption(socket.rawValue, SOL_SOCKET, SO_ERROR)) ?? EIO
-        return e == 0 || e == ENOTCONN ? nil : IOError(errno: e, syscall: "att").transportError
-    }
+    private func pendingError() -> TransportError? { PacketRead.pendingError(socket.rawValue, link: "att") }
 
     private func handle(_ events: Events) {
         switch state {
@@ -139,25 +136,19 @@ public final class ATTChannel {
         // Bounded per turn so a chatty device cannot starve the loop; epoll is level-triggered.
         for _ in 0..<32 {
             guard state == .connected else { return }
-            let fd = socket.rawValue
-            let r = readBuffer.withUnsafeMutableBytes { p in Result { () throws(IOError) in try Sys.read(fd, p) } }
-            switch r {
-            case .success(.wouldBlock):
-                if hangup { finish(pendingError()) }
+            switch PacketRead.next(socket.rawValue, into: &readBuffer, hangup: hangup, link: "att") {
+            case .drained:
                 return
-            case .success(.processed(0)):
-                finish(pendingError())
+            case let .ended(reason):
+                finish(reason)
                 return
-            case let .success(.processed(n)):
+            case let .packet(n):
                 guard n <= ATTPDU.maximumLength else {
                     finish(.protocolViolation("the device sent an ATT PDU over \(ATTPDU.maximumLength) bytes"))
                     return
                 }
                 received += 1
                 onPDU?(Array(readBuffer[0..<n]))
-            case let .failure(e):
-                finish(e.errno == ENOTCONN ? nil : e.transportError)
-                return
             }
         }
     }

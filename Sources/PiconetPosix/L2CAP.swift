@@ -262,7 +262,7 @@ public final class L2CAPChannel: MessageEndpoint {
             updateInterest(write: true)
             return .wouldBlock
         case let .failure(e):
-            let error = disconnectReason(e)
+            let error = PacketRead.endReason(e)
             finish(error)
             throw error ?? .closed
         }
@@ -303,18 +303,7 @@ public final class L2CAPChannel: MessageEndpoint {
         }
     }
 
-    private func pendingError() -> TransportError? {
-        let e = (try? Sys.getSocketOption(socket.rawValue, SOL_SOCKET, SO_ERROR)) ?? EIO
-        return e == 0 ? nil : disconnectReason(IOError(errno: e, syscall: "l2cap"))
-    }
-
-    /// Errno → transport error for a link that went away. nil: an orderly close.
-    private func disconnectReason(_ e: IOError) -> TransportError? {
-        switch e.errno {
-        case ENOTCONN: return nil
-        default: return e.transportError
-        }
-    }
+    private func pendingError() -> TransportError? { PacketRead.pendingError(socket.rawValue, link: "l2cap") }
 
     private func updateInterest(write: Bool) {
         guard let registration, state != .closed else { return }
@@ -325,16 +314,13 @@ public final class L2CAPChannel: MessageEndpoint {
         // Bounded per turn so one busy peer cannot starve the loop; epoll is level-triggered.
         for _ in 0..<64 {
             guard state == .connected else { return }
-            let fd = socket.rawValue
-            let r = readBuffer.withUnsafeMutableBytes { p in Result { () throws(IOError) in try Sys.read(fd, p) } }
-            switch r {
-            case .success(.wouldBlock):
-                if hangup { finish(pendingError()) }
+            switch PacketRead.next(socket.rawValue, into: &readBuffer, hangup: hangup, link: "l2cap") {
+            case .drained:
                 return
-            case .success(.processed(0)):
-                finish(pendingError())
+            case let .ended(reason):
+                finish(reason)
                 return
-            case let .success(.processed(n)):
+            case let .packet(n):
                 guard n <= receiveMTU else {
                     finish(.protocolViolation("the peer sent an SDU over our receive MTU of \(receiveMTU) bytes"))
                     return
@@ -342,9 +328,6 @@ public final class L2CAPChannel: MessageEndpoint {
                 statistics.messagesReceived += 1
                 statistics.bytesReceived += n
                 onMessage?(Array(readBuffer[0..<n]))
-            case let .failure(e):
-                finish(disconnectReason(e))
-                return
             }
         }
     }
