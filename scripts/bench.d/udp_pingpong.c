@@ -56,9 +56,12 @@ int main(int argc, char **argv) {
     for (long i = 0; i < WARMUP + n; i++) {
         if (i == WARMUP) started = now_ns();
         long long t0 = now_ns();
+        int tries = 0;
         for (;;) {
             sendto(fd, buf, PAYLOAD, 0, (struct sockaddr *)&to, sizeof to);
             if (recvfrom(fd, buf, sizeof buf, 0, NULL, NULL) >= 0) break;
+            /* Ten silent seconds: the server is gone (a bench once waited here for 15 minutes). */
+            if (++tries == 10) { fprintf(stderr, "udp_pingpong: no echo in 10 s, giving up\n"); return 1; }
         }
         if (i >= WARMUP) samples[i - WARMUP] = now_ns() - t0;
     }
