@@ -316,4 +316,61 @@ private func summary(_ number: UInt32, epoch: UInt16 = 7, acknowledged: UInt32 =
             #expect(i.highest <= tally.sent)
         }
     }
+
+    /// The hub restarts (same key, a new process): the node's old link is lost, and the new hub's
+    /// handshake replaces it without the node ever reporting the hub gone. The tally must tell
+    /// the new link by its index and not read its empty queue as "all acknowledged".
+    @Test func aReplacedLinkAbandonsWhatWasInFlightInsteadOfClaimingIt() throws {
+        let loop = VirtualLoop()
+        let network = InMemoryNetwork(loop: loop, seed: 23, plan: FaultPlan(drop: 0.05, delay: .milliseconds(2)))
+        let hubKey = PeerIdentity(displayName: "hub")
+        var hub = try Side("hub", index: 1, identity: hubKey, network: network, loop: loop)
+        let node = try Side("node", index: 2, identity: PeerIdentity(displayName: "node"), network: network, loop: loop)
+        let hubID = hubKey.peerID
+        var tally = ReliableSendTally()
+        var checks = [ReliableDeliveryCheck(), ReliableDeliveryCheck()]
+        func connect() throws {
+            _ = try hub.session.invite(node.address, context: [])
+            let end = loop.now + .seconds(30)
+            while node.session.state(of: hubID) != .connected || node.session.linkIndex(to: hubID) == nil, loop.now < end {
+                loop.advance(by: .milliseconds(50))
+            }
+        }
+        func run(_ seconds: Int, into check: Int) {
+            for second in 0..<seconds {
+                if second % 5 == 0, node.connected.contains(hubID) {
+                    Self.sendSummary(node, to: hubID, epoch: 9, tally: &tally, at: loop.now)
+                }
+                loop.advance(by: .seconds(1))
+                for bytes in hub.received {
+                    if case let .summary(s)? = try? SensorMessage(frameBytes: bytes) { checks[check].received(s) }
+                }
+                hub.received.removeAll()
+            }
+        }
+        try connect()
+        run(60, into: 0)
+        let firstLink = try #require(tally.link)
+        // The hub dies: nothing more reaches it; the node keeps sending into the lost link.
+        network.setPartitioned(true, between: hub.address, and: node.address)
+        run(12, into: 0)
+        let before = tally
+        hub = try Side("hub", index: 4, identity: hubKey, network: network, loop: loop)
+        try connect()
+        run(60, into: 1)
+        if let link = node.session.linkIndex(to: hubID), let open = node.session.unacknowledgedFragments(to: hubID) {
+            tally.observe(link: link, unacknowledgedFragments: open)
+        }
+        #expect(tally.link != nil && tally.link != firstLink, "a new link")
+        #expect(tally.abandoned >= before.inFlight && tally.abandoned > 0, "the summaries sent into the dead link are abandoned")
+        #expect(tally.acknowledged <= before.acknowledged + (tally.sent - before.sent))
+        let old = try #require(checks[0].current), new = try #require(checks[1].current)
+        #expect(old.isClean && new.isClean, "\(old) \(new)")
+        #expect(old.contiguous >= before.acknowledged)
+        #expect(new.first > before.sent - before.inFlight, "the new hub meets the node mid-epoch")
+        // What was acknowledged on the new link is all at the new hub.
+        let onNewLink = Int(tally.acknowledged) - Int(before.acknowledged)
+        #expect(onNewLink > 5)
+        #expect(new.received >= onNewLink, "new link: \(onNewLink) acknowledged, the new hub has \(new.received)")
+    }
 }
