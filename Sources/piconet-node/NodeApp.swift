@@ -233,7 +233,10 @@ final class NodeApp {
                 self.log("advertising \(self.settings.service) as '\(self.settings.name)' over Bluetooth LE on \(adapter) (\(host.bluetooth.adapter.address)) psm \(psm)")
             case let .failed(why):
                 Console.err("piconet-node: Bluetooth LE advertising: \(why)\n")
-                self.failure = NodeSettings.Invalid(description: "Bluetooth LE advertising failed").nodeFailure
+                // Refused without CAP_NET_ADMIN: 77 (permission), as the help says, not 1.
+                self.failure = self.leAdvertiser?.failure?.exitStatus == ExitStatus.permission
+                    ? .denied(description: "Bluetooth LE advertising refused (permission)")
+                    : NodeSettings.Invalid(description: "Bluetooth LE advertising failed").nodeFailure
                 self.shutdown()
             }
         }
