@@ -99,6 +99,8 @@ public struct NodeSnapshot: Equatable, Sendable {
     public var tenSeconds: WindowStats
     public var sixtySeconds: WindowStats
     public var session: WindowStats
+    /// The node's reliable summaries, checked end to end (numbers, gaps, duplicates, acknowledged ones missing).
+    public var delivery = ReliableDeliveryCheck()
 
     public func stats(_ w: AggregationWindow) -> WindowStats {
         switch w {
@@ -132,7 +134,9 @@ public struct GroupStats: Equatable, Sendable {
 /// tells the last number sent, so a lost tail counts too. RR successive differences
 /// and step intervals are only taken within contiguous batches, so loss does not inflate
 /// RMSSD or distort cadence; steps inside lost batches are not seen (`steps` counts detected
-/// steps, the loss ratio says how much data was missing).
+/// steps, the loss ratio says how much data was missing). Numbered summaries go through a
+/// `ReliableDeliveryCheck` per node; one the node's rate limit turns away shows there as a
+/// gap (the channel delivered it, the hub did not take it).
 public struct Aggregator {
     public let configuration: HubConfiguration
     public private(set) var counters = HubCounters()
@@ -231,7 +235,7 @@ public struct Aggregator {
             latestBPM: n.latestBPM, latestSummary: n.summary, counters: n.counters, batchesLost: n.tracker.lost,
             tenSeconds: WindowStats(window: .tenSeconds, n.merged(.tenSeconds, at: now)),
             sixtySeconds: WindowStats(window: .sixtySeconds, n.merged(.sixtySeconds, at: now)),
-            session: WindowStats(window: .session, n.merged(.session, at: now)))
+            session: WindowStats(window: .session, n.merged(.session, at: now)), delivery: n.delivery)
     }
 
     public func snapshots(at now: Instant) -> [NodeSnapshot] {
@@ -281,6 +285,7 @@ struct NodeState {
     var lastSeen: Instant
     var latestBPM: UInt16?
     var summary: NodeSummary?
+    var delivery = ReliableDeliveryCheck()
     var steps = StepDetector()
     /// The last valid RR interval, in the wire's 1/1024 s units (differences stay integers).
     var lastRR: UInt16?
@@ -350,6 +355,7 @@ struct NodeState {
         switch message {
         case let .summary(s):
             summary = s
+            delivery.received(s)
             let grew = tracker.summary(lastSequence: s.lastSequence, epoch: s.epoch)
             if grew > 0 { record(second: NodeState.second(of: now), now: now, .expected(grew)) }
             return .summary

@@ -82,6 +82,9 @@ public struct NodeStatus: Sendable, Codable, Equatable {
     /// Where the node's real heart-rate strap sits (`chest`, `wrist`…: its Body Sensor Location,
     /// from the node's summaries); nil for simulated heart rate or a strap that does not say.
     public var sensorLocation: String?
+    /// The node's numbered reliable summaries as the hub received them (`ReliableDeliveryCheck`):
+    /// nil until one arrived.
+    public var reliable: ReliableDeliveryStatus?
     /// Recent series for the live page and `/api/nodes/{id}/series`: one point per second while
     /// the node sends, at most the hub's series limit, oldest first (see `SeriesPoint`).
     public var series: [SeriesPoint]
@@ -189,5 +192,75 @@ public struct SeriesPoint: Sendable, Codable, Equatable {
         next.append(contentsOf: points.suffix(limit - 1))
         next.append(point)
         points = next
+    }
+}
+
+/// A node's reliable summaries checked end to end (PiconetHub's `ReliableDeliveryCheck`): totals
+/// over every incarnation (node process) seen, and the recent incarnations one by one. `missing`
+/// (acknowledged to the node, never received), `duplicates`, `outOfOrder` and `unexplainedGaps`
+/// (gaps beyond what the node abandoned when a link ended) are 0 while the channel keeps its promise.
+public struct ReliableDeliveryStatus: Sendable, Codable, Equatable {
+    public var incarnations: Int
+    public var received: Int
+    public var acknowledged: Int
+    public var abandoned: Int
+    public var gaps: Int
+    public var unexplainedGaps: Int
+    public var duplicates: Int
+    public var outOfOrder: Int
+    public var missing: Int
+    /// Incarnations with any of the four above.
+    public var failed: Int
+    /// Summaries of an ended incarnation that arrived after the next one began (not counted).
+    public var stale: Int
+    /// Oldest first, at most 17 (the current one and 16 ended).
+    public var recent: [ReliableIncarnationStatus]
+
+    public init(incarnations: Int = 0, received: Int = 0, acknowledged: Int = 0, abandoned: Int = 0, gaps: Int = 0,
+                unexplainedGaps: Int = 0, duplicates: Int = 0, outOfOrder: Int = 0, missing: Int = 0, failed: Int = 0,
+                stale: Int = 0, recent: [ReliableIncarnationStatus] = []) {
+        self.incarnations = incarnations
+        self.received = received
+        self.acknowledged = acknowledged
+        self.abandoned = abandoned
+        self.gaps = gaps
+        self.unexplainedGaps = unexplainedGaps
+        self.duplicates = duplicates
+        self.outOfOrder = outOfOrder
+        self.missing = missing
+        self.failed = failed
+        self.stale = stale
+        self.recent = recent
+    }
+}
+
+/// One incarnation (epoch) of a node: numbers `first...highest` seen, all of `first...contiguous`
+/// received, and the node's latest claims (`acknowledged`, `abandoned`).
+public struct ReliableIncarnationStatus: Sendable, Codable, Equatable {
+    public var epoch: Int
+    public var first: Int
+    public var highest: Int
+    public var contiguous: Int
+    public var received: Int
+    public var acknowledged: Int
+    public var abandoned: Int
+    public var gaps: Int
+    public var duplicates: Int
+    public var outOfOrder: Int
+    public var missing: Int
+
+    public init(epoch: Int, first: Int, highest: Int, contiguous: Int, received: Int, acknowledged: Int,
+                abandoned: Int, gaps: Int, duplicates: Int, outOfOrder: Int, missing: Int) {
+        self.epoch = epoch
+        self.first = first
+        self.highest = highest
+        self.contiguous = contiguous
+        self.received = received
+        self.acknowledged = acknowledged
+        self.abandoned = abandoned
+        self.gaps = gaps
+        self.duplicates = duplicates
+        self.outOfOrder = outOfOrder
+        self.missing = missing
     }
 }

@@ -48,7 +48,7 @@ extension NodeStatus {
                  "avg": number(avg), "max": number(max), "rmssd": number(rmssd), "sdnn": number(sdnn),
                  "activity": number(activity), "steps": .integer(Int64(steps)), "cadence": number(cadence),
                  "loss": .number(loss), "latencyMs": number(latencyMs), "lastSeen": number(lastSeen),
-                 "profile": string(profile), "board": string(board), "sensorLocation": string(sensorLocation), "series": .array(series.map(\.json))])
+                 "profile": string(profile), "board": string(board), "sensorLocation": string(sensorLocation), "reliable": reliable?.json, "series": .array(series.map(\.json))])
     }
 
     /// The node without its series (`/api/nodes`, `--json`: up to 600 points each stay on
@@ -57,6 +57,25 @@ extension NodeStatus {
         var n = self
         n.series = []
         return n
+    }
+}
+
+extension ReliableDeliveryStatus {
+    public var json: JSON {
+        func n(_ v: Int) -> JSON { .integer(Int64(v)) }
+        return .sorted(["incarnations": n(incarnations), "received": n(received), "acknowledged": n(acknowledged),
+                        "abandoned": n(abandoned), "gaps": n(gaps), "unexplainedGaps": n(unexplainedGaps),
+                        "duplicates": n(duplicates), "outOfOrder": n(outOfOrder), "missing": n(missing),
+                        "failed": n(failed), "stale": n(stale), "recent": .array(recent.map { $0.json })])
+    }
+}
+
+extension ReliableIncarnationStatus {
+    public var json: JSON {
+        func n(_ v: Int) -> JSON { .integer(Int64(v)) }
+        return .sorted(["epoch": n(epoch), "first": n(first), "highest": n(highest), "contiguous": n(contiguous),
+                        "received": n(received), "acknowledged": n(acknowledged), "abandoned": n(abandoned),
+                        "gaps": n(gaps), "duplicates": n(duplicates), "outOfOrder": n(outOfOrder), "missing": n(missing)])
     }
 }
 

@@ -37,6 +37,8 @@ public final class BluetoothAdvertiser {
     private let management: BluetoothManagement
     public var onEvent: ((BluetoothAdvertiserEvent) -> Void)?
     public private(set) var isAdvertising = false
+    /// The kernel's refusal behind the last `.failed` event (its `exitStatus`: 77 without CAP_NET_ADMIN).
+    public private(set) var failure: ManagementError?
     private var stopped = false
     /// Add Advertising sent, not answered yet: `stop` must still remove the instance.
     private var adding = false
@@ -66,6 +68,7 @@ public final class BluetoothAdvertiser {
                 self.isAdvertising = true
                 self.onEvent?(.advertising(adapter: self.adapter.name, psm: self.advertisement.psm))
             case let .failure(e):
+                self.failure = e
                 self.onEvent?(.failed(e.description))
             }
         }

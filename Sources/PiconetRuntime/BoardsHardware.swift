@@ -10,7 +10,16 @@ public struct BoardCheckFinding: Equatable, Sendable, CustomStringConvertible {
     public enum Level: String, Sendable { case ok, warning, error }
     public var level: Level
     public var message: String
+    /// An error because this user may not open the chip (not a fault of the board): exit 77.
+    public var permissionDenied = false
     public var description: String { "\(level.rawValue): \(message)" }
+
+    /// The error finding for `error`, marked when it is a permission refusal.
+    public static func failure(_ prefix: String, _ error: LightsError) -> BoardCheckFinding {
+        var f = BoardCheckFinding(level: .error, message: prefix + error.description)
+        if case .permissionDenied = error { f.permissionDenied = true }
+        return f
+    }
 }
 
 public enum BoardCheck {
@@ -36,11 +45,11 @@ public enum BoardCheck {
                             out.append(.init(level: .ok, message: "\(what): line \(line) is free"))
                         }
                     } catch {
-                        out.append(.init(level: .error, message: "\(what): \(error)"))
+                        out.append(.failure("\(what): ", error))
                     }
                 }
             } catch {
-                out.append(.init(level: .error, message: error.description))
+                out.append(.failure("", error))
             }
         } else {
             out.append(.init(level: .ok, message: "no GPIO on this board: LED states are logged (simulated lines)"))
@@ -54,6 +63,15 @@ public enum BoardCheck {
             }
         }
         return out
+    }
+
+    /// `piconet boards check --board`'s exit status: 0 without errors; 77 (permission) when every
+    /// error is this user being refused the chip (run as root or in the `gpio` group: the board
+    /// itself may be fine); else 1.
+    public static func exitStatus(_ findings: [BoardCheckFinding]) -> Int32 {
+        let errors = findings.filter { $0.level == .error }
+        if errors.isEmpty { return 0 }
+        return errors.allSatisfy { $0.permissionDenied } ? ExitStatus.permission : ExitStatus.failure
     }
 }
 

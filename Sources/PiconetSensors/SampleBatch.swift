@@ -145,13 +145,20 @@ public struct SampleBatch: WireCodable, Equatable, Sendable {
 /// number even when the tail of the unreliable stream was lost, and knows the node is
 /// alive while it has nothing to sample.
 ///
-/// Layout (little-endian), 24 bytes:
+/// Layout (little-endian), 36 bytes:
 ///
-///     epoch u16 | sentAt i64 ns | batchesSent u32 | lastSequence u32 | bpm u16 | battery u8 | status u8 | rsvd u16
+///     epoch u16 | sentAt i64 ns | batchesSent u32 | lastSequence u32 | bpm u16 | battery u8 | status u8 | location u8 | rsvd u8
+///     | number u32 | acknowledged u32 | abandoned u32
 ///
 /// `battery` is percent, 255 when unknown. `status` bit 0: sensor contact, bit 1: simulated source.
+///
+/// The last three fields let the receiving hub check the reliable channel end to end
+/// (`ReliableSendTally` on the node, `ReliableDeliveryCheck` on the hub): `number` counts the
+/// summaries this node sent to this hub in this epoch (1, 2, …), `acknowledged` how many of them
+/// the node has seen acknowledged, `abandoned` how many were still unacknowledged when a session
+/// link to this hub ended (those may be lost; nothing else may). 0 in all three: not counted.
 public struct NodeSummary: WireCodable, Equatable, Sendable {
-    public static let length = 24
+    public static let length = 36
     public static let batteryUnknown: UInt8 = 0xFF
 
     public struct Status: OptionSet, Equatable, Sendable {
@@ -173,6 +180,12 @@ public struct NodeSummary: WireCodable, Equatable, Sendable {
     /// wire: the first byte after `status`, location + 1 (0 = unknown, so a summary without one
     /// keeps the bytes it had when this byte was reserved).
     public var sensorLocation: BodySensorLocation?
+    /// This summary's number among those the node sent to this hub in this epoch, from 1 (0: not numbered).
+    public var number: UInt32 = 0
+    /// How many of this epoch's summaries to this hub the node had seen acknowledged when it sent this one.
+    public var acknowledged: UInt32 = 0
+    /// How many were unacknowledged when a session link to this hub ended (they may be lost).
+    public var abandoned: UInt32 = 0
 
     public init(epoch: UInt16, sentAt: Instant, batchesSent: UInt32, lastSequence: UInt32, bpm: UInt16,
                 battery: UInt8 = NodeSummary.batteryUnknown, status: Status = []) {
@@ -206,6 +219,14 @@ public struct NodeSummary: WireCodable, Equatable, Sendable {
         }
         let reserved = try r.readUInt8()
         guard reserved == 0 else { throw .invalidValue(field: "reserved", reason: "must be 0, got \(reserved)") }
+        number = try r.readUInt32()
+        acknowledged = try r.readUInt32()
+        abandoned = try r.readUInt32()
+        // Summaries before this one are each acknowledged, abandoned or still in flight.
+        guard UInt64(acknowledged) + UInt64(abandoned) < UInt64(number) || (number | acknowledged | abandoned) == 0 else {
+            throw .invalidValue(field: "acknowledged", reason: "\(acknowledged) acknowledged + \(abandoned) abandoned is more than "
+                                + "the \(max(Int64(number) - 1, 0)) summaries sent before number \(number)")
+        }
     }
 
     public func encode(into w: inout ByteWriter) {
@@ -218,6 +239,9 @@ public struct NodeSummary: WireCodable, Equatable, Sendable {
         w.writeUInt8(status.rawValue)
         w.writeUInt8(sensorLocation.map { $0.rawValue + 1 } ?? 0)
         w.writeUInt8(0)
+        w.writeUInt32(number)
+        w.writeUInt32(acknowledged)
+        w.writeUInt32(abandoned)
     }
 
     public var encodedLength: Int { NodeSummary.length }

@@ -100,6 +100,8 @@ public final class PeerSession {
     public func datagramSize(to peer: PeerID) -> Int? { machine.datagramSize(to: peer) }
     /// Reliable fragments to `peer` not yet acknowledged; 0 means all delivered.
     public func unacknowledgedFragments(to peer: PeerID) -> Int? { machine.unacknowledgedFragments(to: peer) }
+    /// The link that carries `peer` now (another index: a new link, with a fresh reliable channel).
+    public func linkIndex(to peer: PeerID) -> UInt32? { machine.linkIndex(to: peer) }
     public var trustStore: TrustStore {
         get { machine.trustStore }
         set { machine.trustStore = newValue }

@@ -257,6 +257,10 @@ public struct SessionMachine {
     /// Reliable fragments to `peer` not yet acknowledged (0: everything sent so far arrived).
     public func unacknowledgedFragments(to peer: PeerID) -> Int? { table.link(of: peer)?.channels.sender.outstandingFragments }
 
+    /// The local index of the link that carries `peer` now. Another value than before means
+    /// another link (a new handshake replaced the old one, and the old reliable queue with it).
+    public func linkIndex(to peer: PeerID) -> UInt32? { table.linkIndex(of: peer) }
+
     /// The payload limit of one unreliable message on the largest path (the configured
     /// datagram size minus session overhead); a peer on a smaller path allows less
     /// (`maximumUnreliablePayload(to:)`).

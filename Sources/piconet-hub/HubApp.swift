@@ -292,6 +292,21 @@ final class HubApp {
         }
     }
 
+    /// The node's reliable summaries as `/api/nodes` shows them (`reliable`).
+    static func reliableStatus(_ d: ReliableDeliveryCheck) -> ReliableDeliveryStatus {
+        let t = d.totals
+        return ReliableDeliveryStatus(
+            incarnations: t.incarnations, received: t.received, acknowledged: t.acknowledged, abandoned: t.abandoned,
+            gaps: t.gaps, unexplainedGaps: t.unexplainedGaps, duplicates: t.duplicates, outOfOrder: t.outOfOrder,
+            missing: t.missing, failed: t.failed, stale: d.stale,
+            recent: d.incarnations.map { i in
+                ReliableIncarnationStatus(epoch: Int(i.epoch), first: Int(i.first), highest: Int(i.highest),
+                                          contiguous: Int(i.contiguous), received: i.received, acknowledged: Int(i.acknowledged),
+                                          abandoned: Int(i.abandoned), gaps: i.gaps, duplicates: i.duplicates,
+                                          outOfOrder: i.outOfOrder, missing: i.missing)
+            })
+    }
+
     /// "count N\np50_us X\np99_us Y\nmax_us Z\ndropped D\n" — read by scripts/bench.d/66-e2e-latency.
     func writeLatencyReport(_ path: String) {
         let sorted = latencies.sorted()
@@ -340,6 +355,7 @@ final class HubApp {
             status.profile = record?.info.string("profile")
             status.board = record?.info.string("board")
             status.sensorLocation = snap?.latestSummary?.sensorLocation?.description
+            if let d = snap?.delivery, d.current != nil { status.reliable = Self.reliableStatus(d) }
             nodes.append(status)
         }
         if ticks % 10 == 0 { recorder.record(snaps, at: WallClock.nanosecondsSinceEpoch()) }

@@ -53,6 +53,11 @@ final class NodeApp {
     var streamTimer: RepeatingTimer?
     var summaryTimer: RepeatingTimer?
     var sent = (batches: 0, dropped: 0, summaries: 0)
+    /// Per hub: the numbers of the reliable summaries sent to it and how many it acknowledged
+    /// (stamped into each summary; the hub checks them end to end). At most `tallyLimit`: a
+    /// hub that left makes room for a new one.
+    var tallies: [PeerID: ReliableSendTally] = [:]
+    static let tallyLimit = 8
     var stopping = false
     /// `--hr-sensor`: the real strap (its measurements replace the simulated heart rate).
     var heartRateSensor: HeartRateSensorLink?
@@ -228,7 +233,10 @@ final class NodeApp {
                 self.log("advertising \(self.settings.service) as '\(self.settings.name)' over Bluetooth LE on \(adapter) (\(host.bluetooth.adapter.address)) psm \(psm)")
             case let .failed(why):
                 Console.err("piconet-node: Bluetooth LE advertising: \(why)\n")
-                self.failure = NodeSettings.Invalid(description: "Bluetooth LE advertising failed").nodeFailure
+                // Refused without CAP_NET_ADMIN: 77 (permission), as the help says, not 1.
+                self.failure = self.leAdvertiser?.failure?.exitStatus == ExitStatus.permission
+                    ? .denied(description: "Bluetooth LE advertising refused (permission)")
+                    : NodeSettings.Invalid(description: "Bluetooth LE advertising failed").nodeFailure
                 self.shutdown()
             }
         }
@@ -242,6 +250,7 @@ final class NodeApp {
         stopping = true
         log("stopping: goodbye to browsers, closing the session")
         logDrops()
+        logSummaries()
         streamTimer?.cancel()
         summaryTimer?.cancel()
         heartRateSensor?.stop()
@@ -301,6 +310,8 @@ final class NodeApp {
                 lights?.driver.show(.lost)
             case .notConnected:
                 hubs.remove(peer)
+                // The session dropped the link and its reliable queue: what was in flight is abandoned.
+                tallies[peer]?.linkEnded()
                 if hubs.isEmpty {
                     stopStreaming()
                     lights?.driver.show(.advertising)
@@ -444,8 +455,44 @@ final class NodeApp {
         let bpm = heartRateSensor.map { $0.latest?.measurement.bpm ?? 0 } ?? (settings.hrSensorAuto ? 0 : simulated)
         var summary = batcher.summary(at: loop.now, bpm: bpm)
         summary.sensorLocation = heartRateSensor?.sensorLocation
-        send(SensorMessage.summary(summary).frameBytes(), mode: .reliable)
-        sent.summaries += 1
+        // One per hub: each carries that hub's numbering and acknowledgements.
+        for hub in hubs.sorted() {
+            guard var tally = observedTally(hub) else { continue }
+            var numbered = summary
+            tally.stamp(&numbered)
+            do {
+                _ = try session.send(SensorMessage.summary(numbered).frameBytes(), to: [hub], mode: .reliable)
+                tally.queued()
+                sent.summaries += 1
+            } catch {
+                // A full window (.stalled): not queued, so the number stays free (no gap at the hub).
+                sent.dropped += 1
+            }
+            tallies[hub] = tally
+        }
+    }
+
+    /// `hub`'s tally brought up to date with its link (nil: no link to it now). Makes room for a
+    /// new hub's by forgetting one that is not connected.
+    func observedTally(_ hub: PeerID) -> ReliableSendTally? {
+        guard let link = session.linkIndex(to: hub), let open = session.unacknowledgedFragments(to: hub) else { return nil }
+        if tallies[hub] == nil, tallies.count >= Self.tallyLimit {
+            guard let gone = tallies.keys.first(where: { !hubs.contains($0) }) else { return nil }
+            tallies[gone] = nil
+        }
+        var tally = tallies[hub] ?? ReliableSendTally()
+        tally.observe(link: link, unacknowledgedFragments: open)
+        return tally
+    }
+
+    /// At shutdown, per hub (interrupted work reports what it did; scripts/soak compares it with the hub's count):
+    /// `summaries to HUB: sent S, acknowledged A, abandoned U (epoch E)`.
+    func logSummaries() {
+        for hub in tallies.keys.sorted() {
+            if let t = observedTally(hub) { tallies[hub] = t }
+            guard let t = tallies[hub] else { continue }
+            log("summaries to \(hub): sent \(t.sent), acknowledged \(t.acknowledged), abandoned \(t.abandoned) (epoch \(batcher.epoch))")
+        }
     }
 
     func send(_ frame: [UInt8], mode: SendMode) {

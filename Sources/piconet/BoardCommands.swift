@@ -92,7 +92,9 @@ struct BoardsCommand: ParsableCommand {
             let profile = try dir.profile(id, in: catalog)
             let findings = BoardCheck.run(profile)
             for f in findings { f.level == .error ? printError(f.description) : print(f.description) }
-            if findings.contains(where: { $0.level == .error }) { throw ExitCode(1) }
+            // A chip this user may not open: 77 (permission), with the line that names the fix.
+            let status = BoardCheck.exitStatus(findings)
+            if status != 0 { throw ExitCode(status) }
         }
     }
 }

@@ -136,15 +136,15 @@ struct AdvertiseCommand: ParsableCommand {
             }
         } catch {
             wifi?.stop()
-            writeLine("piconet advertise: \(error)", to: 2)
-            throw ExitCode(1)
+            // A Bluetooth socket refused for lack of privileges: 77, like `sensors scan`.
+            throw cliFailure(cmd, "\(error)", code: exitStatus(error))
         }
         le?.onEvent = { e in
             switch e {
             case let .advertising(a, psm):
                 writeLine("advertising \"\(name)\" as \(service) over Bluetooth LE on \(a) (\(adapter?.address.description ?? "?")) psm \(psm)")
             case let .failed(why):
-                writeLine("piconet advertise: \(why)", to: 2)
+                writeLine("piconet advertise: error: \(why)", to: 2)
                 failed = true
                 wifi?.stop()
                 loop.stop()
@@ -166,7 +166,8 @@ struct AdvertiseCommand: ParsableCommand {
             // The LE instance outlives our socket: remove it, then end.
             if let le { le.stop { loop.stop() } } else { loop.stop() }
         })
-        if failed { throw ExitCode(1) }
+        // Add Advertising refused without CAP_NET_ADMIN: 77 (permission), like `sensors scan`, not 1.
+        if failed { throw ExitCode(le?.failure?.exitStatus ?? ExitStatus.failure) }
         writeLine(transport == .bluetooth ? "stopped; advertising removed" : "stopped; goodbyes sent")
     }
 }
@@ -232,7 +233,7 @@ struct BrowseCommand: ParsableCommand {
         let loop = try makeLoop(cmd)
         let json = json
         let peers: PeerBrowser
-        var failure: String?
+        var failure: ManagementError?
         do {
             let type = try ServiceType(service)
             var config = BluetoothBrowser.Configuration()
@@ -242,13 +243,12 @@ struct BrowseCommand: ParsableCommand {
                 ? try ServiceBrowser(loop: loop, service: type, interfaces: try DiscoveryInterfaces.resolve(interface)) : nil
             peers = PeerBrowser(service: type, wifi: wifi, bluetooth: scanner)
             scanner.onFailure = { e in
-                failure = e.description
+                failure = e
                 peers.stop()
                 loop.stop()
             }
         } catch {
-            writeLine("piconet browse: \(error)", to: 2)
-            throw ExitCode(1)
+            throw cliFailure(cmd, "\(error)", code: exitStatus(error))
         }
         peers.onEvent = { a in writeLine(json ? PeerLines.json(a) : PeerLines.text(a)) }
         try runLoop("browse", loop, seconds: seconds, start: { peers.start() }) {
@@ -256,8 +256,8 @@ struct BrowseCommand: ParsableCommand {
             loop.stop()
         }
         if let failure {
-            writeLine("piconet browse: \(failure)", to: 2)
-            throw ExitCode(1)
+            // Start Discovery refused without CAP_NET_ADMIN: 77 (permission), not 1.
+            throw cliFailure(cmd, failure.description, code: failure.exitStatus)
         }
     }
 

@@ -21,7 +21,7 @@ struct TransportOptions: ParsableArguments {
     /// when this machine has no such adapter (or no Bluetooth at all), as in every binary.
     func resolveAdapter(_ command: String) throws -> BluetoothAdapter {
         do { return try RadioTransport.adapter(adapter, board: nil) } catch {
-            throw cliFailure(command, error.description, code: error.isUnavailable ? ExitStatus.unavailable : ExitStatus.failure)
+            throw cliFailure(command, error.description, code: error.exitStatus)
         }
     }
 }

@@ -11,8 +11,9 @@ struct PiconetCommand: ParsableCommand {
         abstract: "Piconet: find, pair with and talk to nearby boards over Wi-Fi and Bluetooth.",
         discussion: """
             Exit status: 0 done, 1 failed, 64 bad option, 69 interface unavailable,
-            75 timed out (send), 77 key file refused or permission denied (sensors scan without
-            CAP_NET_ADMIN), 130 interrupted (send reports what it sent first).
+            75 timed out (send), 77 key file refused or permission denied (sensors scan, advertise or
+            browse over Bluetooth without CAP_NET_ADMIN; boards check on a GPIO chip this user may
+            not open), 130 interrupted (send reports what it sent first).
             """,
         version: PiconetVersion.line("piconet"),
         subcommands: PiconetCommand.all

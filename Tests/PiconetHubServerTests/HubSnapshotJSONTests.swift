@@ -18,6 +18,13 @@ import Testing
                            series: [SeriesPoint(t: 1_732_499_999, bpm: 70, activity: nil), SeriesPoint(t: 1_732_500_000, bpm: nil, activity: 3)])
         var located = a
         located.sensorLocation = "chest"   // a real strap's Body Sensor Location (issue 16)
+        // Issue 22: the reliable summaries checked end to end, per incarnation.
+        located.reliable = ReliableDeliveryStatus(
+            incarnations: 2, received: 30, acknowledged: 28, abandoned: 1, gaps: 1, failed: 0, stale: 1,
+            recent: [ReliableIncarnationStatus(epoch: 4711, first: 1, highest: 12, contiguous: 12, received: 12, acknowledged: 11,
+                                               abandoned: 0, gaps: 0, duplicates: 0, outOfOrder: 0, missing: 0),
+                     ReliableIncarnationStatus(epoch: 9, first: 1, highest: 19, contiguous: 7, received: 18, acknowledged: 17,
+                                               abandoned: 1, gaps: 1, duplicates: 0, outOfOrder: 0, missing: 0)])
         let b = NodeStatus(id: "cd", name: "b", state: "notConnected")
         return HubSnapshot(generatedAt: 1_732_500_001.5, hub: info, nodes: [located, b])
     }()
@@ -37,8 +44,10 @@ import Testing
         let b = nodes.first { $0["id"] == .string("cd") }?.objectValue
         #expect(b?.keys == ["id", "loss", "name", "series", "state", "steps"])
         let a = nodes.first { $0["id"] == .string("ab") }?.objectValue
-        #expect(a?.keys.count == 19 && a?.keys == a?.keys.sorted())
+        #expect(a?.keys.count == 20 && a?.keys == a?.keys.sorted())
         #expect(a?["sensorLocation"] == .string("chest"))
+        #expect(a?["reliable"]?["recent"]?.arrayValue?.first?["epoch"] == .integer(4711))
+        #expect(a?["reliable"]?["missing"] == .integer(0))
         // A name from the network is escaped JSON, never a raw control character.
         #expect(text.contains(#""name":"node\u0007a""#))
     }

@@ -124,6 +124,25 @@ let boardsDirectory: String = {
         #expect(err?.message.hasPrefix("no GPIO chip labelled 'pinctrl-bcm2711'; chips here: ") == true)
         #expect(findings.last?.level == .warning, "a missing Bluetooth adapter is only a warning for LEDs")
     }
+
+    /// `piconet boards check --board B` as a user outside the `gpio` group: the chip cannot be
+    /// opened, which says nothing about the board: 77 (permission) with the line naming the fix;
+    /// a real fault (no such chip, a busy line) stays 1, also next to a permission error.
+    @Test func aChipThisUserMayNotOpenExits77() throws {
+        let denied = BoardCheckFinding.failure("", .permissionDenied(path: "/dev/gpiochip0"))
+        #expect(denied.level == .error && denied.permissionDenied)
+        #expect(denied.message.contains("/dev/gpiochip0") && denied.message.contains("gpio"))
+        let ok = try #require(BoardCheck.run(try BoardCatalog.load(path: "\(boardsDirectory)/none.json")).first)
+        let missing = BoardCheck.run(try BoardCatalog.load(path: "\(boardsDirectory)/pi4b.json"), sysfsBluetooth: "/nonexistent")
+        let warning = try #require(missing.last)
+        #expect(ok.level == .ok && warning.level == .warning)
+        #expect(BoardCheck.exitStatus([ok, warning]) == 0)
+        #expect(BoardCheck.exitStatus([ok, denied, warning]) == ExitStatus.permission)
+        #expect(BoardCheck.exitStatus([denied, BoardCheckFinding.failure("status LED: ", .permissionDenied(path: "/dev/gpiochip0"))])
+                == ExitStatus.permission)
+        #expect(BoardCheck.exitStatus(missing) == ExitStatus.failure, "no such chip is a fault, not a permission")
+        #expect(BoardCheck.exitStatus(missing + [denied]) == ExitStatus.failure)
+    }
 }
 
 

@@ -48,6 +48,24 @@ import Testing
         #expect(SessionHostError.bluetooth(.noAdapter(requested: "hci9", available: [])).description.contains("--adapter"))
     }
 
+    /// `piconet advertise|browse --transport bluetooth` as an unprivileged user: the kernel's
+    /// management API answers Add Advertising / Start Discovery with Permission Denied (an
+    /// untrusted mgmt socket), or the socket itself is refused: 77 with the capability named,
+    /// as `piconet sensors scan` does; a down adapter 69; anything else 1.
+    @Test func bluetoothDiscoveryRefusedForPrivilegesExits77NamingTheCapability() {
+        let advertise = ManagementError(command: 0x003E, index: 0, status: .permissionDenied)
+        let discover = ManagementError(command: 0x0023, index: 0, status: .permissionDenied)
+        for e in [advertise, discover] {
+            #expect(e.exitStatus == ExitStatus.permission)
+            #expect(e.description.contains("CAP_NET_ADMIN") && !e.description.contains("\n"))
+        }
+        #expect(ManagementError(command: 0x0023, index: 0, status: .notPowered).exitStatus == ExitStatus.unavailable)
+        #expect(ManagementError(command: 0x0023, index: 0, status: .busy).exitStatus == ExitStatus.failure)
+        let socket = BluetoothError.permissionDenied("mgmt socket")
+        #expect(socket.exitStatus == ExitStatus.permission)
+        #expect(socket.description.contains("CAP_NET_ADMIN") && !socket.description.contains("\n"))
+    }
+
     @Test func channelEventsAreWordsNotSwiftCaseNames() {
         let a = EndpointAddress.bluetooth(address: [0, 0xAA, 1, 0, 0, 0x23], type: .lePublic, psm: 129)
         let opened = HumanWords.channel(.opened(a, incoming: false, sendMTU: 1472, receiveMTU: 1472, security: 2))

@@ -18,9 +18,15 @@ enum BatchGolden {
         02 1400 0000 0000 e803 0100 ffff 0000
         """)
 
-    static let summary = NodeSummary(epoch: 0x0102, sentAt: Instant(nanoseconds: 5), batchesSent: 7, lastSequence: 6,
-                                     bpm: 70, battery: 80, status: [.sensorContact, .simulated])
-    static let summaryBytes = WireChecks.bytes(hex: "0201 0500000000000000 07000000 06000000 4600 50 03 0000")
+    static let summary: NodeSummary = {
+        var s = NodeSummary(epoch: 0x0102, sentAt: Instant(nanoseconds: 5), batchesSent: 7, lastSequence: 6,
+                            bpm: 70, battery: 80, status: [.sensorContact, .simulated])
+        s.number = 3
+        s.acknowledged = 1
+        s.abandoned = 1
+        return s
+    }()
+    static let summaryBytes = WireChecks.bytes(hex: "0201 0500000000000000 07000000 06000000 4600 50 03 0000 03000000 01000000 01000000")
 
     /// A batch with every record shape: both bpm widths, energy, RR, motion extremes.
     static func rich(sequence: UInt32 = 9) -> SampleBatch {
@@ -44,7 +50,7 @@ enum BatchGolden {
         // With a strap's Body Sensor Location (wrist = 2): the byte after status is 2 + 1.
         var located = BatchGolden.summary
         located.sensorLocation = .wrist
-        let l = WireChecks.golden(located, WireChecks.bytes(hex: "0201 0500000000000000 07000000 06000000 4600 50 03 0300"))
+        let l = WireChecks.golden(located, WireChecks.bytes(hex: "0201 0500000000000000 07000000 06000000 4600 50 03 0300 03000000 01000000 01000000"))
         #expect(l.isEmpty, "\(l)")
     }
 
@@ -64,9 +70,28 @@ enum BatchGolden {
         }
     }
 
+    @Test func summaryClaimsBeyondItsNumberAreRefused() throws {
+        // Summaries before number 3 are 2: 2 acknowledged + 1 abandoned is one too many.
+        var over = BatchGolden.summary
+        over.acknowledged = 2
+        #expect(throws: WireError.invalidValue(field: "acknowledged", reason: "2 acknowledged + 1 abandoned is more than the 2 summaries sent before number 3")) {
+            _ = try NodeSummary(decoding: over.encoded())
+        }
+        var unnumbered = BatchGolden.summary
+        unnumbered.number = 0
+        #expect(throws: WireError.self) { _ = try NodeSummary(decoding: unnumbered.encoded()) }
+        unnumbered.acknowledged = 0
+        unnumbered.abandoned = 0
+        #expect(try NodeSummary(decoding: unnumbered.encoded()) == unnumbered)
+        var exact = BatchGolden.summary
+        exact.acknowledged = 1
+        exact.abandoned = 1
+        #expect(try NodeSummary(decoding: exact.encoded()) == exact)
+    }
+
     @Test func framedMessagesHaveTheFrameHeader() throws {
         let frame = SensorMessage.summary(BatchGolden.summary).frameBytes()
-        #expect(Array(frame.prefix(6)) == [0x01, 0x21, 0x00, 0x00, 0x18, 0x00])
+        #expect(Array(frame.prefix(6)) == [0x01, 0x21, 0x00, 0x00, 0x24, 0x00])
         #expect(try SensorMessage(frameBytes: frame) == .summary(BatchGolden.summary))
         let samples = SensorMessage.samples(BatchGolden.batch).frameBytes()
         #expect(Array(samples.prefix(6)) == [0x01, 0x20, 0x00, 0x00, UInt8(BatchGolden.bytes.count), 0x00])
@@ -149,7 +174,7 @@ enum BatchGolden {
         WireChecks.randomBuffers(count: 20_000, seed: 0x21, maxLength: 300, mutating: frames) {
             _ = try SensorMessage(frameBytes: $0)
         }
-        WireChecks.randomBuffers(count: 5_000, seed: 0x22, maxLength: 40, mutating: [BatchGolden.summaryBytes]) {
+        WireChecks.randomBuffers(count: 5_000, seed: 0x22, maxLength: 52, mutating: [BatchGolden.summaryBytes]) {
             _ = try NodeSummary(decoding: $0)
         }
     }

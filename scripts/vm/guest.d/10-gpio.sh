@@ -57,8 +57,8 @@ kill $G; wait $G 2>/dev/null
 if id nobody >/dev/null 2>&1 && command -v setpriv >/dev/null; then
   out=$(setpriv --reuid=nobody --regid=nogroup --clear-groups "$PICONET" boards check $BOARDS --board sim 2>&1); rc=$?
   echo "  | $out" | grep -i permission
-  [ $rc = 1 ] && echo "$out" | grep -q "permission denied opening /dev/gpiochip.*'gpio' group" \
-    && ok "permission denied: names the gpio group / udev rule, exit 1" || { ko "permission-denied error (exit $rc)"; echo "$out"; }
+  [ $rc = 77 ] && echo "$out" | grep -q "permission denied opening /dev/gpiochip.*'gpio' group" \
+    && ok "permission denied: names the gpio group / udev rule, exit 77" || { ko "permission-denied error (exit $rc)"; echo "$out"; }
 else
   SKIP=$((SKIP + 1)); echo "SKIP: permission-denied check (no 'nobody' user or setpriv)"
 fi

@@ -333,14 +333,14 @@ if [ -x "$PICONET" ]; then
   btmgmt --index 0 advertising on >/dev/null 2>&1
 
   # No permission: mgmt commands that change the controller need CAP_NET_ADMIN; an
-  # unprivileged user gets one line that says what to do, and exit 1 (no hang, no crash).
+  # unprivileged user gets one line that says what to do, and exit 77 (EX_NOPERM; no hang, no crash).
   for cmd in advertise browse; do
     if [ $cmd = advertise ]; then args="--service hr-sensor --name nobody-node --adapter hci0"
     else args="--service hr-sensor --adapter hci1 --timeout 20"; fi
     out=$(timeout 30 setpriv --reuid=65534 --regid=65534 --clear-groups "$PICONET" $cmd --transport bluetooth $args 2>&1); rc=$?
     echo "  nobody $cmd| $out"
-    [ $rc = 1 ] && [ "$(echo "$out" | wc -l)" = 1 ] && echo "$out" | grep -q "Permission Denied: run as root or give the binary CAP_NET_ADMIN" \
-      && ok "piconet $cmd --transport bluetooth as nobody: one-line permission error naming CAP_NET_ADMIN" \
+    [ $rc = 77 ] && [ "$(echo "$out" | wc -l)" = 1 ] && echo "$out" | grep -q "Permission Denied: run as root or give the binary CAP_NET_ADMIN" \
+      && ok "piconet $cmd --transport bluetooth as nobody: one-line permission error naming CAP_NET_ADMIN, exit 77" \
       || ko "piconet $cmd --transport bluetooth as nobody (exit $rc)"
   done
 else
