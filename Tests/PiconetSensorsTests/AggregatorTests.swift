@@ -293,6 +293,40 @@ func t(_ seconds: Double) -> Instant { Instant(nanoseconds: Int64(seconds * 1e9)
         #expect(after == before, "nothing another node sent changed this node")
     }
 
+    /// Issue 22 (fuzz profile): a known node's frames go through one in-place access of its
+    /// state (`withNode`); each malformed frame is counted once on that node, each admitted one
+    /// takes one token, and a stranger's garbage is counted hub-wide without creating a node.
+    @Test func aKnownNodesMalformedFramesAreCountedOnceEachOnThatNode() throws {
+        var hub = Aggregator()
+        var node = FakeNode(id: "n1")
+        let start = t(100)
+        #expect(hub.received(frame: node.frame([node.hr(70, at: start)], at: start), from: node.id, at: start)
+            == .accepted(samples: 1, rejectedSamples: 0))
+        // 30 frames of garbage, 0.1 s apart: well within 50/s, none is rate-limited.
+        for i in 0..<30 {
+            let result = hub.received(frame: [0x23, UInt8(i)], from: node.id, at: start + .milliseconds(100 * (i + 1)))
+            guard case .malformed = result else { Issue.record("frame \(i): \(result)"); return }
+        }
+        #expect(hub.received(frame: [], from: "stranger", at: start) != .refused)
+        let snap = try #require(hub.snapshot(of: node.id, at: start + .seconds(4)))
+        #expect(snap.counters.messages == 31)
+        #expect(snap.counters.malformed == 30)
+        #expect(snap.counters.rateLimited == 0)
+        #expect(snap.counters.samplesAccepted == 1)
+        #expect(hub.counters.malformedFromUnknown == 1)
+        #expect(hub.counters.framesParsed == 32)
+        #expect(hub.nodeIDs == [node.id])
+        // A burst at one instant: the bucket (100 tokens, one taken by the first frame and
+        // refilled since) admits exactly its tokens, then every frame is rate-limited.
+        let burst = start + .seconds(10)
+        var admitted = 0
+        for _ in 0..<150 where hub.received(frame: [0], from: node.id, at: burst) != .rateLimited { admitted += 1 }
+        #expect(admitted == 100)
+        let after = try #require(hub.snapshot(of: node.id, at: burst))
+        #expect(after.counters.rateLimited == 50)
+        #expect(after.counters.malformed == 130)
+    }
+
     /// Issue 25 item 7: 64 strangers that came and went held every node slot for good.
     @Test func nodesGoneLongerThanTheGraceAreForgottenAndFreeTheirSlots() throws {
         var hub = Aggregator()   // 64 slots
