@@ -1,4 +1,5 @@
-/* Shared by the C baselines of scripts/bench.d (mqtt_bench.c, coap_bench.c, udp_blaster.c):
+/* Shared by the C baselines of scripts/bench.d (mqtt_bench.c, coap_bench.c, udp_blaster.c,
+ * udp_pingpong.c, udp_oneway_paced.c):
  * the clock every figure uses (CLOCK_MONOTONIC, same as `piconet session-bench`) and the
  * p50/p99 of a latency sample, so all rows are measured and summarised the same way. */
 #ifndef PICONET_BENCH_CLOCK_H

@@ -14,21 +14,10 @@
 #include <sys/epoll.h>
 #include <sys/socket.h>
 #include <sys/timerfd.h>
-#include <time.h>
 #include <unistd.h>
+#include "bench_clock.h"
 
 enum { WARMUP = 100, PAYLOAD = 100 };
-
-static long long now_ns(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (long long)ts.tv_sec * 1000000000LL + ts.tv_nsec;
-}
-
-static int cmp(const void *a, const void *b) {
-    long long x = *(const long long *)a, y = *(const long long *)b;
-    return (x > y) - (x < y);
-}
 
 static int bound_socket(struct sockaddr_in *addr) {
     int fd = socket(AF_INET, SOCK_DGRAM | SOCK_NONBLOCK, 0);
@@ -85,7 +74,8 @@ int main(int argc, char **argv) {
             }
         }
     }
-    qsort(lat, (size_t)n, sizeof *lat, cmp);
-    printf("%.1f %.1f\n", lat[n / 2] / 1000.0, lat[(n * 99) / 100] / 1000.0);
+    double p50, p99;
+    percentiles_us(lat, n, &p50, &p99);
+    printf("%.1f %.1f\n", p50, p99);
     return 0;
 }

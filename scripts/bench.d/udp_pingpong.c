@@ -9,20 +9,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
-#include <time.h>
+#include "bench_clock.h"
 
 enum { WARMUP = 1000, PAYLOAD = 64 };
-
-static long long now_ns(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (long long)ts.tv_sec * 1000000000LL + ts.tv_nsec;
-}
-
-static int cmp(const void *a, const void *b) {
-    long long x = *(const long long *)a, y = *(const long long *)b;
-    return (x > y) - (x < y);
-}
 
 int main(int argc, char **argv) {
     if (argc < 2) { fprintf(stderr, "usage: udp_pingpong server | client PORT N\n"); return 2; }
@@ -66,8 +55,9 @@ int main(int argc, char **argv) {
         if (i >= WARMUP) samples[i - WARMUP] = now_ns() - t0;
     }
     double total = (double)(now_ns() - started) / 1e9;
-    qsort(samples, (size_t)n, sizeof *samples, cmp);
-    printf("%.0f %.3f %.3f\n", (double)n / total, samples[n / 2] / 1000.0, samples[(n * 99) / 100 < n ? (n * 99) / 100 : n - 1] / 1000.0);
+    double p50, p99;
+    percentiles_us(samples, n, &p50, &p99);
+    printf("%.0f %.3f %.3f\n", (double)n / total, p50, p99);
     free(samples);
     return 0;
 }
