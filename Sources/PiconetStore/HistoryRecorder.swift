@@ -17,9 +17,9 @@ public final class HistoryRecorder {
         case persisting
         /// No database configured (`--db off`): nothing is kept; rows are counted in `notRecorded`.
         case off
-        /// The store failed: rows are kept (bounded) in memory until a flush succeeds. Nil is not
-        /// produced any more (no store is `.off`); kept for callers that match on it.
-        case memoryOnly(StoreError?)
+        /// The store failed (or could not be opened): rows are kept (bounded) in memory until a
+        /// flush succeeds; without a store none is kept (`notRecorded`).
+        case memoryOnly(StoreError)
     }
 
     public private(set) var mode: Mode
@@ -117,8 +117,6 @@ public final class HistoryRecorder {
             written += batchQueue.count + aggregateQueue.count
             batchQueue.removeAll(keepingCapacity: true)
             aggregateQueue.removeAll(keepingCapacity: true)
-            batchHead = 0
-            aggregateHead = 0
             mode = .persisting
             return nil
         } catch {
@@ -132,8 +130,7 @@ public final class HistoryRecorder {
         switch mode {
         case .persisting: return "history: \(store?.path ?? "-") (\(written) rows written)"
         case .off: return "history: off (no database configured; \(notRecorded) rows not recorded)"
-        case let .memoryOnly(e):
-            let why = e.map { "\($0)" } ?? "no store"
+        case let .memoryOnly(why):
             if store == nil { return "history: NOT RECORDED — \(why) (\(notRecorded) rows not recorded)" }
             return "history: IN MEMORY ONLY — \(why) (\(batchQueue.count - batchHead + aggregateQueue.count - aggregateHead) rows waiting, \(dropped) dropped)"
         }

@@ -105,7 +105,7 @@ final class HubApp {
         nodeManager = HubNodeManager(policy: NodeManagerPolicy(allowList: settings.allowList, askBeforeInviting: settings.askBeforeInviting))
         recorder = HistoryRecorder(path: settings.databasePath,
                                    retention: RetentionPolicy(rawSamples: .seconds(Int64(settings.retentionDays) * 86_400)))
-        if settings.databasePath != nil, case let .memoryOnly(e?) = recorder.mode {
+        if settings.databasePath != nil, case let .memoryOnly(e) = recorder.mode {
             // Running on "in memory only" would look like success and lose the history: stop.
             throw HubStartFailure(status: ExitStatus.ioError,
                                   description: "\(e) (--db off runs without history, on purpose)")
@@ -370,7 +370,7 @@ final class HubApp {
         // failing store's full queue dropped.
         info.drops["historyNotRecorded"] = UInt64(recorder.notRecorded)
         info.drops["historyQueueDropped"] = UInt64(recorder.dropped)
-        if case let .memoryOnly(e?) = recorder.mode {
+        if case let .memoryOnly(e) = recorder.mode {
             info.storeHealthy = false
             info.storeMessage = "\(e)"
         }

@@ -26,14 +26,16 @@ import Testing
         }
     }
 
-    /// What the hub did before: append, then removeFirst past the limit.
-    @Test func aPlainAppendWouldHaveDoubledTheCapacity() {
+    /// What the hub did before: append, then removeFirst past the limit. Its capacity grows past
+    /// the bound `SeriesPoint.append` keeps (620 above); how far (768 or 1,024 slots) depends on
+    /// the size class malloc hands out, which differs between runs, so only the bound is asserted.
+    @Test func aPlainAppendOutgrowsTheBound() {
         let points = Self.run(seconds: 1_300, limit: 600) { p, x in
             p.append(x)
             if p.count > 600 { p.removeFirst(p.count - 600) }
         }
         #expect(points.count == 600)
-        #expect(points.capacity >= 1_000, "the reason for SeriesPoint.append: \(points.capacity)")
+        #expect(points.capacity >= 620, "the reason for SeriesPoint.append: \(points.capacity)")
     }
 
     @Test func aLimitOfOneOrLessKeepsTheNewestPoint() {
