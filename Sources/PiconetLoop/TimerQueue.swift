@@ -49,3 +49,15 @@ public struct TimerQueue<Payload> {
         return (TimerID(rawValue: due.handle.rawValue), due.key.deadline, due.value)
     }
 }
+
+/// A timer's callback as the loops keep it in their `TimerQueue`.
+///
+/// A bare `() -> Void` stored in a generic container (the heap's `[Payload]`) is kept at the
+/// container's most general abstraction, so every insert wraps it in a reabstraction thunk: a
+/// heap allocation per scheduled timer (`perf probe` on malloc put one per `schedule` in the
+/// data path's profile, issue 13). Inside a concrete struct the closure keeps its own
+/// representation, and scheduling allocates nothing beyond what the caller's closure itself holds.
+public struct TimerBody {
+    public let run: () -> Void
+    @inlinable public init(_ run: @escaping () -> Void) { self.run = run }
+}

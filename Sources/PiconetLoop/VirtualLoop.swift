@@ -6,7 +6,7 @@
 /// timers on this loop, so whole hub + node scenarios replay exactly.
 public final class VirtualLoop: EventLoop {
     public private(set) var now: Instant
-    private var timers = TimerQueue<() -> Void>()
+    private var timers = TimerQueue<TimerBody>()
 
     /// How many callbacks ran: a wake-up counter for idle checks.
     public private(set) var wakeUps = 0
@@ -15,7 +15,7 @@ public final class VirtualLoop: EventLoop {
 
     @discardableResult
     public func schedule(at deadline: Instant, _ body: @escaping () -> Void) -> TimerID {
-        timers.insert(body, at: max(deadline, now))
+        timers.insert(TimerBody(body), at: max(deadline, now))
     }
 
     public func cancel(_ timer: TimerID) { timers.cancel(timer) }
@@ -32,7 +32,7 @@ public final class VirtualLoop: EventLoop {
         while let due = timers.popDue(at: target) {
             now = max(now, due.deadline)
             wakeUps += 1
-            due.payload()
+            due.payload.run()
         }
         now = max(now, target)
     }
@@ -47,7 +47,7 @@ public final class VirtualLoop: EventLoop {
             now = max(now, due.deadline)
             wakeUps += 1
             ran += 1
-            due.payload()
+            due.payload.run()
         }
         return ran
     }

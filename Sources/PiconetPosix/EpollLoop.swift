@@ -78,7 +78,7 @@ public final class EpollLoop: EventLoop {
 
     private var entries: [CInt: Entry] = [:]
     private var nextID: UInt32 = 1
-    private var timers = TimerQueue<() -> Void>()
+    private var timers = TimerQueue<TimerBody>()
     /// The deadline the timerfd is armed for, nil when disarmed.
     private var armedDeadline: Instant?
     private var events: UnsafeMutableBufferPointer<epoll_event>
@@ -180,7 +180,7 @@ public final class EpollLoop: EventLoop {
 
     @discardableResult
     public func schedule(at deadline: Instant, _ body: @escaping () -> Void) -> TimerID {
-        timers.insert(body, at: deadline)
+        timers.insert(TimerBody(body), at: deadline)
     }
 
     public func cancel(_ timer: TimerID) { timers.cancel(timer) }
@@ -267,7 +267,7 @@ public final class EpollLoop: EventLoop {
 
     private func runDueTimers() {
         while let due = timers.popDue(at: now) {
-            due.payload()
+            due.payload.run()
         }
     }
 

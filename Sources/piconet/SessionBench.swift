@@ -126,15 +126,19 @@ struct SessionBenchCommand: ParsableCommand {
             // One peer list for every send (as an app keeps its list): the allocation row counts
             // the stack's allocations per message, not an array literal built per call here.
             let toB = [bPeer]
+            // The payload and the burst's timer closure are made once, for the same reason: the
+            // row counts what sending and receiving cost, not the harness's own allocations.
+            let payload = [UInt8](repeating: BenchPhase.unreliableRate.tag, count: self.payload) // byte 0 tags the phase
+            var nextBurst: () -> Void = {}
             func burst() {
-                let payload = [UInt8](repeating: BenchPhase.unreliableRate.tag, count: self.payload) // byte 0 tags the phase
                 // Small paced bursts: one loop both sends and receives, so a flood would only
                 // measure the receive socket buffer overflowing.
                 for _ in 0..<32 where sent < unreliable {
                     do { try a.session.send(payload, to: toB, mode: .unreliable) } catch { sendFailures += 1 }
                     sent += 1
                 }
-                if sent < unreliable { loop.schedule(after: .microseconds(50)) { burst() } } else {
+                if sent < unreliable { loop.schedule(after: .microseconds(50), nextBurst) } else {
+                    nextBurst = {}   // the closure captures itself: let it go
                     loop.schedule(after: .milliseconds(500)) {
                         let elapsed = Double(lastArrival - start) / 1e9
                         emitLine("unreliable_delivered_per_s \(fixed(0, Double(receivedCount) / elapsed))")
@@ -144,6 +148,7 @@ struct SessionBenchCommand: ParsableCommand {
                     }
                 }
             }
+            nextBurst = { burst() }
             burst()
         }
         func startLatency() {
