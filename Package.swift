@@ -169,7 +169,8 @@ let package = Package(
         .testTarget(name: "PiconetDiscoveryTests", dependencies: ["PiconetDiscovery", "PiconetTestSupport"], swiftSettings: swift6),
         .testTarget(name: "PiconetSessionTests", dependencies: ["PiconetSession", "PiconetTestSupport"], swiftSettings: swift6),
         .testTarget(name: "PiconetSensorsTests", dependencies: ["PiconetSensors", "PiconetHub", "PiconetDiscovery", "PiconetSession", "PiconetTestSupport"], swiftSettings: swift6),
-        .testTarget(name: "PiconetStoreTests", dependencies: ["PiconetStore", "PiconetTestSupport"], swiftSettings: swift6),
+        .testTarget(name: "PiconetStoreTests", dependencies: ["PiconetStore", "PiconetTestSupport",
+                                                              .product(name: "GRDB", package: "GRDB.swift")], swiftSettings: swift6),
         // Store crash-test child and hub ingest benchmark (the test finds it beside the test bundle).
         .executableTarget(name: "piconet-store-tool", dependencies: ["PiconetStore", "PiconetHub", "PiconetSensors", "PiconetPosix"],
                           swiftSettings: swift6),

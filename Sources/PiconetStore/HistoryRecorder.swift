@@ -125,6 +125,24 @@ public final class HistoryRecorder {
         }
     }
 
+    /// Batches and aggregates the retention policy deleted so far.
+    public private(set) var expired = 0
+
+    /// Deletes what the store's retention policy (`--retention-days`, the batch cap) no longer
+    /// keeps, as of wall-clock `now` (ns since the Unix epoch): what the runtime calls every
+    /// minute. Returns the store's error, if any (the rows stay; the next call tries again).
+    @discardableResult
+    public func applyRetention(now: Int64) -> StoreError? {
+        guard case .persisting = mode, let store else { return nil }
+        do throws(StoreError) {
+            let gone = try store.applyRetention(now: now)
+            expired += gone.batches + gone.aggregates
+            return nil
+        } catch {
+            return error
+        }
+    }
+
     /// One line for the hub's status output.
     public var statusLine: String {
         switch mode {

@@ -114,6 +114,9 @@ public final class HistoryStore {
     public let path: String
     public let retention: RetentionPolicy
     private let file: SQLiteFile
+    /// Batches stored, once `applyRetention` summed them; kept current by `append` and the
+    /// deletes, so the cap needs no scan of the whole table each time.
+    private var batchTotal: Int?
 
     /// Opens (creating if needed) the store at `path`; `":memory:"` keeps it in memory.
     /// - Parameter maximumPageCount: limits the file size in 4 KiB pages (for tests of a full disk).
@@ -139,7 +142,11 @@ public final class HistoryStore {
         return slash == path.startIndex ? "/" : String(path[..<slash])
     }
 
-    static var migrator: DatabaseMigrator {
+    static var migrator: DatabaseMigrator { migrator(through: nil) }
+
+    /// The migrations up to and including `last` (nil: all): tests make a file of an older
+    /// version with it and check that opening it moves everything.
+    static func migrator(through last: String?) -> DatabaseMigrator {
         var m = DatabaseMigrator()
         m.registerMigration("v1") { db in
             try db.execute(sql: """
@@ -171,6 +178,45 @@ public final class HistoryStore {
                 CREATE INDEX aggregate_at ON aggregate(at);
                 """)
         }
+        if last == "v1" { return m }
+        // v2 (issue 13): a row per node-second of batches instead of a row per batch
+        // (`HistorySegment`). Each v1 row moves as a one-batch segment, its payload bytes as
+        // they are (a damaged one stays countable as skipped), in its old order.
+        m.registerMigration("v2-segments") { db in
+            try db.execute(sql: """
+                CREATE TABLE segment (
+                    id INTEGER PRIMARY KEY,
+                    node TEXT NOT NULL,
+                    first_received_at INTEGER NOT NULL,
+                    last_received_at INTEGER NOT NULL,
+                    batches INTEGER NOT NULL,
+                    payload BLOB NOT NULL
+                );
+                CREATE INDEX segment_node_time ON segment(node, first_received_at);
+                CREATE INDEX segment_time ON segment(first_received_at);
+                """)
+            let oldRows = try db.makeStatement(sql: "SELECT node, received_at, payload FROM batch ORDER BY id")
+            let old = oldRows.sqliteStatement
+            var moved: [HistorySegment] = []
+            var code = sqlite3_step(old)
+            while code == SQLITE_ROW {
+                let node = sqlite3_column_text(old, 0).map { String(cString: $0) } ?? ""
+                let receivedAt = sqlite3_column_int64(old, 1)
+                let blob = sqlite3_column_blob(old, 2)
+                let count = Int(sqlite3_column_bytes(old, 2))
+                let bytes = blob.map { [UInt8](UnsafeRawBufferPointer(start: $0, count: count)) } ?? []
+                moved.append(HistorySegment(node: node, receivedAt: receivedAt, encodedBatch: bytes))
+                if moved.count == 10_000 { try HistoryStore.insert(moved, db); moved.removeAll(keepingCapacity: true) }
+                code = sqlite3_step(old)
+            }
+            guard code == SQLITE_DONE else {
+                throw DatabaseError(resultCode: ResultCode(rawValue: code), message: String(cString: sqlite3_errmsg(db.sqliteConnection)))
+            }
+            sqlite3_reset(old)   // done with `batch`: a table with an active statement cannot be dropped
+            try HistoryStore.insert(moved, db)
+            withExtendedLifetime(oldRows) {}
+            try db.execute(sql: "DROP TABLE batch")
+        }
         return m
     }
 
@@ -191,29 +237,32 @@ public final class HistoryStore {
             if !batches.isEmpty { try Self.insert(batches, db) }
             if !aggregates.isEmpty { try Self.insert(aggregates, db) }
         }
+        batchTotal? += batches.count
     }
 
-    /// The batch rows, bound straight to the cached prepared statement with sqlite3_bind_*:
-    /// no per-row argument array of existentials, no `Data` copy of the payload (SQLite copies
-    /// the bytes itself, SQLITE_TRANSIENT). One reused encoder buffer for every payload.
+    /// The batches as segments (`HistorySegment`: a node's batches of this append that arrived
+    /// within a second share one row), bound straight to the cached prepared statement with
+    /// sqlite3_bind_*: no per-row argument array of existentials, no `Data` copy of the payload
+    /// (SQLite copies the bytes itself, SQLITE_TRANSIENT).
     private static func insert(_ batches: [StoredBatch], _ db: Database) throws {
+        try insert(HistorySegment.segments(of: batches), db)
+    }
+
+    private static func insert(_ segments: [HistorySegment], _ db: Database) throws {
+        guard !segments.isEmpty else { return }
         let statement = try db.cachedStatement(sql: """
-            INSERT INTO batch (node, received_at, epoch, sequence, node_time, payload) VALUES (?, ?, ?, ?, ?, ?)
+            INSERT INTO segment (node, first_received_at, last_received_at, batches, payload) VALUES (?, ?, ?, ?, ?)
             """)
         let stmt = statement.sqliteStatement
         let transient = unsafeBitCast(-1, to: sqlite3_destructor_type.self)
-        var writer = ByteWriter(capacity: 1024)
-        for b in batches {
-            writer.removeAll()
-            b.batch.encode(into: &writer)
+        for s in segments {
             sqlite3_reset(stmt)
-            var code = b.node.withCString { sqlite3_bind_text(stmt, 1, $0, -1, transient) }
-            if code == SQLITE_OK { code = sqlite3_bind_int64(stmt, 2, b.receivedAt) }
-            if code == SQLITE_OK { code = sqlite3_bind_int64(stmt, 3, Int64(b.batch.epoch)) }
-            if code == SQLITE_OK { code = sqlite3_bind_int64(stmt, 4, Int64(b.batch.sequence)) }
-            if code == SQLITE_OK { code = sqlite3_bind_int64(stmt, 5, b.batch.sentAt.nanoseconds) }
+            var code = s.node.withCString { sqlite3_bind_text(stmt, 1, $0, -1, transient) }
+            if code == SQLITE_OK { code = sqlite3_bind_int64(stmt, 2, s.first) }
+            if code == SQLITE_OK { code = sqlite3_bind_int64(stmt, 3, s.last) }
+            if code == SQLITE_OK { code = sqlite3_bind_int64(stmt, 4, Int64(s.count)) }
             if code == SQLITE_OK {
-                code = writer.bytes.withUnsafeBytes { sqlite3_bind_blob(stmt, 6, $0.baseAddress, CInt($0.count), transient) }
+                code = s.payload.withUnsafeBytes { sqlite3_bind_blob(stmt, 5, $0.baseAddress, CInt($0.count), transient) }
             }
             if code == SQLITE_OK { code = sqlite3_step(stmt) }
             guard code == SQLITE_DONE else {
@@ -249,49 +298,67 @@ public final class HistoryStore {
         }
     }
 
-    /// Stored batches of `node` with arrival in `range`, oldest first. Rows whose payload
-    /// no longer parses (a damaged page) are skipped and counted in `skipped`.
+    /// Stored batches of `node` with arrival in `range`, oldest first (ties in the order they
+    /// were stored), at most `limit`. Batches whose bytes no longer parse (a damaged page) are
+    /// skipped and counted in `skipped`, as is the rest of a segment whose framing is damaged.
     ///
-    /// Stepped with sqlite3_* on the cached statement, as `insert` binds: the payload is copied
-    /// once from SQLite's buffer into the `[UInt8]` the parser takes (GRDB's row accessors would
-    /// hand it out as Foundation's `Data`, which this module does not import).
+    /// Segments are read in order of their first arrival, unpacked and sorted by (arrival, row,
+    /// position): exactly the order a row per batch gave. Reading stops once `limit` batches are
+    /// in hand and the next segment starts after the last of them. Stepped with sqlite3_* on the
+    /// cached statement, as `insert` binds: the payload is copied once from SQLite's buffer
+    /// (GRDB's row accessors would hand it out as Foundation's `Data`, which this module does not import).
     public func batches(node: String, in range: ClosedRange<Int64> = .min ... .max,
                         limit: Int = 10_000) throws(StoreError) -> (batches: [StoredBatch], skipped: Int) {
-        try read { db in
+        guard limit > 0 else { return ([], 0) }
+        return try read { db in
             let statement = try db.cachedStatement(sql: """
-                SELECT received_at, payload FROM batch WHERE node = ? AND received_at BETWEEN ? AND ?
-                ORDER BY received_at, id LIMIT ?
+                SELECT id, first_received_at, batches, payload FROM segment
+                WHERE node = ? AND first_received_at BETWEEN ? AND ? ORDER BY first_received_at, id
                 """)
             let stmt = statement.sqliteStatement
             let transient = unsafeBitCast(-1, to: sqlite3_destructor_type.self)
             sqlite3_reset(stmt)
             defer { sqlite3_reset(stmt); sqlite3_clear_bindings(stmt) }
+            // A segment spans less than one span, so one holding an arrival at or after the
+            // range's start began less than a span before it.
+            let (earliest, overflow) = range.lowerBound.subtractingReportingOverflow(HistorySegment.span - 1)
             var code = node.withCString { sqlite3_bind_text(stmt, 1, $0, -1, transient) }
-            if code == SQLITE_OK { code = sqlite3_bind_int64(stmt, 2, range.lowerBound) }
+            if code == SQLITE_OK { code = sqlite3_bind_int64(stmt, 2, overflow ? .min : earliest) }
             if code == SQLITE_OK { code = sqlite3_bind_int64(stmt, 3, range.upperBound) }
-            if code == SQLITE_OK { code = sqlite3_bind_int64(stmt, 4, Int64(limit)) }
-            var out: [StoredBatch] = []
+            var found: [(at: Int64, row: Int64, position: Int, batch: SampleBatch)] = []
             var skipped = 0
+            var bound: Int64?   // once `limit` are in hand: the arrival of the last of them
+            func keepBest() {
+                found.sort { ($0.at, $0.row, $0.position) < ($1.at, $1.row, $1.position) }
+                if found.count > limit { found.removeLast(found.count - limit) }
+                if found.count == limit { bound = found[limit - 1].at }
+            }
             while code == SQLITE_OK || code == SQLITE_ROW {
                 code = sqlite3_step(stmt)
                 guard code == SQLITE_ROW else { break }
-                let receivedAt = sqlite3_column_int64(stmt, 0)
+                let row = sqlite3_column_int64(stmt, 0)
+                let first = sqlite3_column_int64(stmt, 1)
+                if let bound, first > bound { code = SQLITE_DONE; break }
+                let declared = Int(sqlite3_column_int64(stmt, 2))
                 // sqlite3_column_blob before sqlite3_column_bytes (SQLite's documented order);
                 // an empty blob is a null pointer and 0 bytes.
-                let blob = sqlite3_column_blob(stmt, 1)
-                let count = Int(sqlite3_column_bytes(stmt, 1))
+                let blob = sqlite3_column_blob(stmt, 3)
+                let count = Int(sqlite3_column_bytes(stmt, 3))
                 let payload = blob.map { [UInt8](UnsafeRawBufferPointer(start: $0, count: count)) } ?? []
-                guard let batch = try? SampleBatch(decoding: payload) else {
-                    skipped += 1
-                    continue
+                let (entries, lost) = HistorySegment.entries(payload: payload, first: first, declaredCount: declared)
+                skipped += lost
+                for (position, e) in entries.enumerated() where range.contains(e.receivedAt) {
+                    guard let batch = e.batch else { skipped += 1; continue }
+                    found.append((e.receivedAt, row, position, batch))
                 }
-                out.append(StoredBatch(node: node, receivedAt: receivedAt, batch: batch))
+                if found.count >= 2 * limit || (bound != nil && found.count > limit) { keepBest() }
             }
             guard code == SQLITE_DONE else {
                 throw DatabaseError(resultCode: ResultCode(rawValue: code),
                                     message: String(cString: sqlite3_errmsg(db.sqliteConnection)))
             }
-            return (out, skipped)
+            keepBest()
+            return (found.map { StoredBatch(node: node, receivedAt: $0.at, batch: $0.batch) }, skipped)
         }
     }
 
@@ -329,33 +396,69 @@ public final class HistoryStore {
     /// Row counts, for status lines and tests.
     public func counts() throws(StoreError) -> (batches: Int, aggregates: Int) {
         try read { db in
-            (try Int.fetchOne(db, sql: "SELECT COUNT(*) FROM batch") ?? 0,
+            (try Int.fetchOne(db, sql: "SELECT COALESCE(SUM(batches), 0) FROM segment") ?? 0,
              try Int.fetchOne(db, sql: "SELECT COUNT(*) FROM aggregate") ?? 0)
         }
     }
 
     /// Nodes with stored batches.
     public func nodes() throws(StoreError) -> [String] {
-        try read { db in try String.fetchAll(db, sql: "SELECT DISTINCT node FROM batch ORDER BY node") }
+        try read { db in try String.fetchAll(db, sql: "SELECT DISTINCT node FROM segment ORDER BY node") }
     }
 
     /// Deletes what the retention policy no longer keeps, as of wall-clock `now` (ns since
     /// the Unix epoch). Returns how many batches and aggregates went.
+    ///
+    /// Batches go a segment at a time: by age once a segment's last arrival is older than
+    /// `rawSamples` (so up to one second of a node's batches outlive it until the next call), and
+    /// over `maximumBatches` the oldest segments that cover the excess (up to one segment's
+    /// batches more than the excess). Cheap enough to call every minute on a full store: the
+    /// aged rows are found through the time index, and the number of stored batches is summed
+    /// once, then kept up to date by this store's own appends and deletes (one hub owns the file).
     @discardableResult
     public func applyRetention(now: Int64) throws(StoreError) -> (batches: Int, aggregates: Int) {
         let r = retention
-        return try write { db in
-            try db.execute(sql: "DELETE FROM batch WHERE received_at < ?", arguments: [now &- r.rawSamples.nanoseconds])
-            var batches = db.changesCount
-            let total = try Int.fetchOne(db, sql: "SELECT COUNT(*) FROM batch") ?? 0
+        let known = batchTotal
+        let (batches, aggregates, total) = try write { db -> (Int, Int, Int) in
+            let cutoff = now &- r.rawSamples.nanoseconds
+            // first < cutoff walks the time index over the old rows only; last < cutoff keeps a
+            // segment that still holds a batch inside the retention period.
+            let aged = "first_received_at < ? AND last_received_at < ?"
+            var batches = try Int.fetchOne(db, sql: "SELECT COALESCE(SUM(batches), 0) FROM segment WHERE \(aged)",
+                                           arguments: [cutoff, cutoff]) ?? 0
+            if batches > 0 { try db.execute(sql: "DELETE FROM segment WHERE \(aged)", arguments: [cutoff, cutoff]) }
+            var total = try known.map { $0 - batches } ?? (Int.fetchOne(db, sql: "SELECT COALESCE(SUM(batches), 0) FROM segment") ?? 0)
             if total > r.maximumBatches {
-                try db.execute(sql: "DELETE FROM batch WHERE id IN (SELECT id FROM batch ORDER BY received_at, id LIMIT ?)",
-                               arguments: [total - r.maximumBatches])
-                batches += db.changesCount
+                // The shortest oldest-first run of segments holding the excess, walked on the time
+                // index a chunk at a time, then deleted up to its last (first arrival, id).
+                let excess = total - r.maximumBatches
+                var covered = 0
+                var edge: (first: Int64, id: Int64)?
+                while covered < excess {
+                    let rows = try Row.fetchAll(db, sql: """
+                        SELECT id, first_received_at, batches FROM segment
+                        WHERE first_received_at > ? OR (first_received_at = ? AND id > ?)
+                        ORDER BY first_received_at, id LIMIT 512
+                        """, arguments: [edge?.first ?? .min, edge?.first ?? .min, edge?.id ?? .min])
+                    if rows.isEmpty { break }
+                    for row in rows where covered < excess {
+                        covered += row["batches"] as Int
+                        edge = (row["first_received_at"], row["id"])
+                    }
+                }
+                if let edge {
+                    try db.execute(sql: """
+                        DELETE FROM segment WHERE first_received_at < ? OR (first_received_at = ? AND id <= ?)
+                        """, arguments: [edge.first, edge.first, edge.id])
+                }
+                batches += covered
+                total -= covered
             }
             try db.execute(sql: "DELETE FROM aggregate WHERE at < ?", arguments: [now &- r.aggregates.nanoseconds])
-            return (batches, db.changesCount)
+            return (batches, db.changesCount, total)
         }
+        batchTotal = total
+        return (batches, aggregates)
     }
 
     /// Closes the database; later calls throw `.closed`.

@@ -360,6 +360,8 @@ final class HubApp {
         }
         if ticks % 10 == 0 { recorder.record(snaps, at: WallClock.nanosecondsSinceEpoch()) }
         recorder.flush()
+        // --retention-days and the batch cap: a minute's worth of old segments at a time.
+        if ticks % 60 == 1 { recorder.applyRetention(now: WallClock.nanosecondsSinceEpoch()) }
         var info = HubInfo(name: settings.name, messagesTotal: UInt64(aggregator.counters.messages), rejectedTotal: rejected)
         info.unexpectedPeersTotal = UInt64(nodeManager.counters.impostorAnswers)
         info.forgottenNodesTotal = UInt64(aggregator.counters.forgottenNodes)
