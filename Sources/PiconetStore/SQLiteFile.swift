@@ -38,6 +38,15 @@ final class SQLiteFile {
         do { return try queue.read(body) } catch { throw StoreError.from(error, path: path) }
     }
 
+    /// Copies the WAL into the database file and empties it (`PRAGMA wal_checkpoint(TRUNCATE)`),
+    /// outside any transaction: afterwards every commit is in the main file, fsynced.
+    func checkpoint() throws(StoreError) {
+        guard let queue else { throw .closed }
+        do { try queue.writeWithoutTransaction { db in try db.execute(sql: "PRAGMA wal_checkpoint(TRUNCATE)") } } catch {
+            throw StoreError.from(error, path: path)
+        }
+    }
+
     func close() {
         try? queue?.close()
         queue = nil
