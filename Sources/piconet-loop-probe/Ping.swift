@@ -56,3 +56,64 @@ final class UDPPing {
         _ = try? udp.send(payload, to: server)
     }
 }
+
+/// `udp-oneway N`: what `session-bench --latency` and scripts/bench.d/udp_oneway_paced.c measure,
+/// through the loop and the UDP endpoint but no session: one process, one `EpollLoop`, a 1 ms
+/// loop timer sending 100 stamped bytes from one `UDPEndpoint` to another on 127.0.0.1 (the
+/// session's socket options, coalesced sends with the first of a turn direct), the receiver's
+/// `onDatagram` taking now - stamp. Splits the session's one-way latency into the loop and
+/// endpoint's share and the session's own.
+final class UDPOneWay {
+    let loop: EpollLoop
+    let sender: UDPEndpoint
+    let receiver: UDPEndpoint
+    let count: Int
+    var samples: [Int64] = []
+    var warmUp = 100
+    var sent = 0
+    var message = [UInt8](repeating: 0x5A, count: 100)
+    var tick: () -> Void = {}
+
+    init(loop: EpollLoop, count: Int) throws {
+        self.loop = loop
+        self.count = count
+        var options = UDPEndpoint.Options()   // as SessionRuntime.openSocket sets them
+        options.receiveBufferSize = 1 << 20
+        options.sendBufferSize = 1 << 20
+        options.coalesceSends = true
+        options.firstSendOfTurnDirect = true
+        options.segmentationOffload = true
+        options.receiveOffload = true
+        sender = try UDPEndpoint(loop: loop, bindTo: .loopback(port: 0), options: options)
+        receiver = try UDPEndpoint(loop: loop, bindTo: .loopback(port: 0), options: options)
+        samples.reserveCapacity(count)
+    }
+
+    func run() throws -> (p50: Double, p99: Double) {
+        receiver.onDatagram = { [unowned self] d in
+            let now = MonotonicClock.now().nanoseconds
+            guard d.bytes.count >= 8 else { return }
+            var t: Int64 = 0
+            for i in 0..<8 { t |= Int64(d.bytes[i]) << (8 * Int64(i)) }
+            if warmUp > 0 { warmUp -= 1; return }
+            samples.append(now - t)
+            if samples.count == count { loop.stop() }
+        }
+        let destination = receiver.localAddress
+        tick = { [unowned self] in
+            let t = MonotonicClock.now().nanoseconds
+            for i in 0..<8 { message[i] = UInt8(truncatingIfNeeded: t >> (8 * Int64(i))) }
+            _ = try? sender.send(message, to: destination)
+            sent += 1
+            if sent < count + 100 { loop.schedule(after: .milliseconds(1), tick) }
+        }
+        loop.schedule(after: .milliseconds(1), tick)
+        try loop.run()
+        tick = {}
+        sender.close()
+        receiver.close()
+        let s = samples.sorted()
+        guard !s.isEmpty else { return (0, 0) }
+        return (Double(s[s.count / 2]) / 1000, Double(s[min(s.count - 1, s.count * 99 / 100)]) / 1000)
+    }
+}

@@ -5,6 +5,8 @@
 //                                         prints "ready PORT"
 //   piconet-loop-probe udp-ping PORT N    1000 warm-up + N sequential round trips to 127.0.0.1:PORT;
 //                                         prints "MSGS_PER_S P50_US P99_US" (one message outstanding)
+//   piconet-loop-probe udp-oneway N       100 warm-up + N one-way messages 1 ms apart between two
+//                                         endpoints of one loop; prints "P50_US P99_US"
 //
 // Each mode prints "ready" once its loop is set up (signals blocked), so a parent knows
 // when a signal will be handled rather than kill it.
@@ -17,7 +19,7 @@ func fail(_ message: String) -> Never {
 }
 
 let args = Array(CommandLine.arguments.dropFirst())
-guard let mode = args.first else { fail("usage: piconet-loop-probe serve | udp-echo PORT | udp-ping PORT COUNT") }
+guard let mode = args.first else { fail("usage: piconet-loop-probe serve | udp-echo PORT | udp-ping PORT COUNT | udp-oneway COUNT") }
 
 do {
     let loop = try EpollLoop()
@@ -45,6 +47,10 @@ do {
             fail("usage: udp-ping PORT COUNT")
         }
         try UDPPing(loop: loop, port: port, count: count).run()
+    case "udp-oneway":
+        guard args.count == 2, let count = Int(args[1]), count > 0 else { fail("usage: udp-oneway COUNT") }
+        let (p50, p99) = try UDPOneWay(loop: loop, count: count).run()
+        print("\(p50) \(p99)")
     default:
         fail("unknown mode \(mode)")
     }
