@@ -53,6 +53,9 @@ struct timespec;
 struct piconet_mmsghdr { struct msghdr msg_hdr; unsigned int msg_len; };
 extern int recvmmsg(int sockfd, struct piconet_mmsghdr *msgvec, unsigned int vlen, int flags, struct timespec *timeout);
 extern int sendmmsg(int sockfd, struct piconet_mmsghdr *msgvec, unsigned int vlen, int flags);
+// epoll_pwait2 (Linux 5.11, glibc 2.35): epoll_wait with a nanosecond timeout, GNU-only too.
+extern int epoll_pwait2(int epfd, struct epoll_event *events, int maxevents, const struct timespec *timeout,
+                        const sigset_t *sigmask);
 // CLONE_NEWNET from <sched.h>, hidden the same way.
 static const int piconet_clone_newnet = 0x40000000;
 

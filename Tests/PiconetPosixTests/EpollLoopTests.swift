@@ -179,6 +179,46 @@ import Testing
         #expect(single.wakeUps == 1)
     }
 
+    /// The next deadline rides on `epoll_pwait2`'s timeout: a turn costs no timer syscall, and a
+    /// kernel without it (ENOSYS, forced here) falls back to the timerfd with the same behaviour.
+    @Test func timersRideOnTheWaitsTimeoutOrTheTimerfdWithoutIt() throws {
+        func fiveTimers(_ loop: EpollLoop) throws -> [Instant] {
+            var firings: [Instant] = []
+            var deadlines: [Instant] = []
+            func next() {
+                let due = loop.now + .milliseconds(10)
+                deadlines.append(due)
+                loop.schedule(at: due) {
+                    firings.append(loop.now)
+                    if firings.count == 5 { loop.stop() } else { next() }
+                }
+            }
+            next()
+            try loop.run()
+            #expect(zip(firings, deadlines).allSatisfy { $0 >= $1 }, "never early")
+            return firings
+        }
+        let mock = SyscallMock()
+        try SyscallMock.$current.withValue(mock) { () throws in
+            let loop = try EpollLoop()
+            #expect(loop.waitsWithTimeout, "Linux >= 5.11 has epoll_pwait2")
+            #expect(try fiveTimers(loop).count == 5)
+            #expect(loop.wakeUps == 5)
+            #expect(mock.calls(named: "timerfd_settime").isEmpty, "no timer syscall per turn")
+            #expect(mock.calls(named: "epoll_pwait2").count == 6, "the probe, then one wait per timer")
+        }
+        let old = SyscallMock()
+        old.fail("epoll_pwait2", errno: Errno(rawValue: 38))   // ENOSYS
+        try SyscallMock.$current.withValue(old) { () throws in
+            let loop = try EpollLoop()
+            #expect(!loop.waitsWithTimeout)
+            #expect(try fiveTimers(loop).count == 5)
+            #expect(loop.wakeUps == 5)
+            #expect(old.calls(named: "timerfd_settime").count >= 5)
+            #expect(old.calls(named: "epoll_wait").count == 5)
+        }
+    }
+
     @Test func aNeverTimerArmsTheTimerfdWithoutWaking() throws {
         let loop = try EpollLoop()
         let never = loop.schedule(at: .distantFuture) { Issue.record("the distant-future timer fired") }

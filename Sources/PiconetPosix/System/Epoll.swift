@@ -27,6 +27,25 @@ extension Sys {
         })
     }
 
+    /// Waits at most `timeoutNanoseconds` (nil: forever; clamped to a 32-bit time_t's seconds).
+    /// The corresponding C function is `epoll_pwait2` (Linux 5.11; ENOSYS before, and under
+    /// emulators that lack it).
+    static func epollWait(_ epfd: CInt, _ events: UnsafeMutableBufferPointer<epoll_event>,
+                          timeoutNanoseconds: Int64?) throws(IOError) -> Int {
+        var spec = timespec()
+        if let ns = timeoutNanoseconds {
+            let ns = max(0, ns)
+            spec.tv_sec = Int(min(ns / 1_000_000_000, Int64(Int32.max)))
+            spec.tv_nsec = Int(ns % 1_000_000_000)
+        }
+        return Int(try syscallBlocking("epoll_pwait2", [Int(epfd), events.count, Int(timeoutNanoseconds ?? -1)]) {
+            if timeoutNanoseconds == nil {
+                return epoll_pwait2(epfd, events.baseAddress, CInt(events.count), nil, nil)
+            }
+            return epoll_pwait2(epfd, events.baseAddress, CInt(events.count), &spec, nil)
+        })
+    }
+
     /// The corresponding C function is `eventfd` (non-blocking, close-on-exec).
     static func eventfd() throws(IOError) -> CInt {
         try syscallBlocking("eventfd", []) { CPiconetPosix.eventfd(0, CInt(EFD_CLOEXEC | EFD_NONBLOCK)) }
