@@ -58,7 +58,7 @@ struct HistorySegment: Equatable {
     /// Whether `receivedAt` may join this segment: not earlier than its last arrival and
     /// within `span` of its first.
     func accepts(_ receivedAt: Int64) -> Bool {
-        receivedAt >= last && receivedAt &- first < Self.span && receivedAt &- first >= 0
+        receivedAt >= last && receivedAt &- first < Self.span   // last >= first, so never before first
     }
 
     /// Appends one batch (the caller checked `accepts`).
