@@ -151,6 +151,44 @@ import Testing
         #expect(try store.nodes() == ["new", "old"])
     }
 
+    /// v3: one index, time first, instead of a per-node one and a time one (issue 13: each
+    /// commit's row of every node went to a different leaf of the per-node index). A v2 file keeps
+    /// its segments, loses both old indexes, and a query by node runs on the new one.
+    @Test func aVersion2FileGetsTheTimeFirstIndex() throws {
+        let dir = try TempDir()
+        defer { dir.cleanup() }
+        let path = dir.file("v2.sqlite")
+        let a = sampleBatches(count: 20, node: "a"), b = sampleBatches(count: 20, node: "b")
+        do {
+            let queue = try DatabaseQueue(path: path)
+            try HistoryStore.migrator(through: "v2-segments").migrate(queue)
+            try queue.write { db in try HistoryStore.insert(HistorySegment.segments(of: a + b), db) }
+            try queue.close()
+        }
+        let store = try HistoryStore(path: path)
+        let (readA, skipped) = try store.batches(node: "a")
+        #expect(skipped == 0)
+        #expect(readA == a)
+        #expect(try store.batches(node: "b").batches == b)
+        #expect(try store.nodes() == ["a", "b"])
+        let queue = try DatabaseQueue(path: path)
+        let indexes = try queue.read { db in
+            try String.fetchAll(db, sql: "SELECT name FROM sqlite_master WHERE type = 'index' AND tbl_name = 'segment' ORDER BY name")
+        }
+        #expect(indexes == ["segment_time_node"])
+        let details = try queue.read { db in
+            try Row.fetchAll(db, sql: """
+                EXPLAIN QUERY PLAN SELECT id, first_received_at, batches, payload FROM segment
+                WHERE node = 'a' AND first_received_at BETWEEN 0 AND 10 ORDER BY first_received_at, id
+                """).map { $0["detail"] as String? ?? "" }
+        }
+        #expect(details.contains { $0.contains("USING INDEX segment_time_node") }, "\(details)")
+        // Rows come in time order from the index; only ties in time are sorted by id (SQLite:
+        // "USE TEMP B-TREE FOR RIGHT PART OF ORDER BY"), never the whole result.
+        #expect(!details.contains { $0.contains("TEMP B-TREE FOR ORDER BY") }, "no full sort: \(details)")
+        try queue.close()
+    }
+
     @Test func retentionGoesASegmentAtATime() throws {
         let store = try HistoryStore(path: ":memory:", retention: RetentionPolicy(
             rawSamples: .seconds(10), aggregates: .seconds(3600), maximumBatches: 12))
