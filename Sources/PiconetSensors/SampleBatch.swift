@@ -47,7 +47,7 @@ public struct SampleBatch: WireCodable, Equatable, Sendable {
         let base = baseTime ?? samples.first?.time ?? sentAt
         self.baseTime = base
         self.samples = samples.prefix(SampleBatch.maximumRecords).map { s in
-            var s = s.withTime(base + .milliseconds(Int64(SampleBatch.offsetMillis(s.time, from: base))))
+            var s = s.withTime(base.adding(nanoseconds: Int64(SampleBatch.offsetMillis(s.time, from: base)) * 1_000_000))
             if case var .heartRate(h) = s, h.measurement.encodedLength > SampleBatch.maximumHeartRateLength {
                 let fixed = h.measurement.encodedLength - 2 * h.measurement.rrIntervals.count
                 h.measurement.rrIntervals = Array(h.measurement.rrIntervals.prefix((SampleBatch.maximumHeartRateLength - fixed) / 2))
@@ -59,7 +59,7 @@ public struct SampleBatch: WireCodable, Equatable, Sendable {
 
     /// The offset of `t` after `base` in whole milliseconds, rounded and clamped to the wire range.
     static func offsetMillis(_ t: Instant, from base: Instant) -> UInt16 {
-        let ns = (t - base).nanoseconds
+        let ns = t.nanoseconds &- base.nanoseconds   // (t - base).nanoseconds, without a Duration
         if ns <= 0 { return 0 }
         if ns >= Int64(UInt16.max) * 1_000_000 { return .max }
         let ms = (ns + 500_000) / 1_000_000
@@ -95,7 +95,7 @@ public struct SampleBatch: WireCodable, Equatable, Sendable {
         for _ in 0..<count {
             let kind = try r.readUInt8()
             let offset = try r.readUInt16()
-            let time = baseTime + .milliseconds(Int64(offset))
+            let time = baseTime.adding(nanoseconds: Int64(offset) * 1_000_000)
             switch kind {
             case SampleBatch.kindHeartRate:
                 let length = Int(try r.readUInt8())
@@ -129,7 +129,8 @@ public struct SampleBatch: WireCodable, Equatable, Sendable {
             case let .motion(m):
                 w.writeUInt8(SampleBatch.kindMotion)
                 w.writeUInt16(SampleBatch.offsetMillis(m.time, from: baseTime))
-                for v in [m.accel.x, m.accel.y, m.accel.z, m.gyro.x, m.gyro.y, m.gyro.z] { w.writeInt16(v) }
+                w.writeInt16(m.accel.x); w.writeInt16(m.accel.y); w.writeInt16(m.accel.z)
+                w.writeInt16(m.gyro.x); w.writeInt16(m.gyro.y); w.writeInt16(m.gyro.z)
             }
         }
     }

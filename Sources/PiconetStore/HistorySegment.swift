@@ -63,11 +63,12 @@ struct HistorySegment: Equatable {
 
     /// Appends one batch (the caller checked `accepts`).
     mutating func append(_ batch: SampleBatch, receivedAt: Int64) {
-        var w = ByteWriter(capacity: Self.entryHeaderLength + batch.encodedLength)
+        let length = batch.encodedLength
+        var w = ByteWriter(appendingTo: &payload, reserving: Self.entryHeaderLength + length)   // no copy between
         w.writeUInt32(UInt32(truncatingIfNeeded: receivedAt &- first))
-        w.writeUInt32(UInt32(truncatingIfNeeded: batch.encodedLength))
+        w.writeUInt32(UInt32(truncatingIfNeeded: length))
         batch.encode(into: &w)
-        payload.append(contentsOf: w.bytes)
+        payload = w.takeBytes()
         last = receivedAt
         count += 1
     }

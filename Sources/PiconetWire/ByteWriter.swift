@@ -20,6 +20,16 @@ public struct ByteWriter {
         bytes.reserveCapacity(capacity)
     }
 
+    /// A writer that appends to `storage` (taken from the caller, left empty; `takeBytes()` hands
+    /// it back with what was written after it): many encodings into one buffer, no copy between.
+    public init(appendingTo storage: inout [UInt8], reserving extra: Int) {
+        bytes = []
+        swap(&bytes, &storage)
+        // Grown geometrically, as `append` would: an exact reserve per call reallocates every time.
+        let needed = bytes.count + extra
+        if bytes.capacity < needed { bytes.reserveCapacity(max(needed, 2 * bytes.capacity)) }
+    }
+
     public var count: Int { bytes.count }
 
     /// Empties the buffer but keeps its storage: one writer reused for many encodings
@@ -41,12 +51,13 @@ public struct ByteWriter {
         bytes.append(UInt8(truncatingIfNeeded: v >> 8))
     }
 
+    // Wider values go in as one block of little-endian bytes: one capacity check, not one per byte.
     public mutating func writeUInt32(_ v: UInt32) {
-        for i in 0..<4 { bytes.append(UInt8(truncatingIfNeeded: v >> (8 * UInt32(i)))) }
+        withUnsafeBytes(of: v.littleEndian) { bytes.append(contentsOf: $0) }
     }
 
     public mutating func writeUInt64(_ v: UInt64) {
-        for i in 0..<8 { bytes.append(UInt8(truncatingIfNeeded: v >> (8 * UInt64(i)))) }
+        withUnsafeBytes(of: v.littleEndian) { bytes.append(contentsOf: $0) }
     }
 
     public mutating func writeInt16(_ v: Int16) { writeUInt16(UInt16(bitPattern: v)) }
