@@ -30,6 +30,34 @@ import Testing
         #expect(try r.readUInt32BE() == 0x0102_0304)
         try r.expectEnd()
     }
+
+    /// The wide writes are little-endian byte for byte (golden), whatever the host does.
+    @Test func wideWritesHaveTheirGoldenBytes() {
+        var w = ByteWriter()
+        w.writeUInt32(0x0403_0201); w.writeUInt64(0x0807_0605_0403_0201); w.writeInt64(-2)
+        #expect(w.bytes == [1, 2, 3, 4, 1, 2, 3, 4, 5, 6, 7, 8, 0xFE, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF])
+    }
+
+    /// A writer appending to a caller's buffer keeps what was there, and many small encodings
+    /// into one buffer grow it geometrically (an exact reserve per call would reallocate each time).
+    @Test func appendingKeepsTheBufferAndGrowsGeometrically() {
+        var storage: [UInt8] = [9, 8, 7]
+        var w = ByteWriter(appendingTo: &storage, reserving: 6)
+        #expect(storage.isEmpty)
+        w.writeUInt16(0x0201); w.writeUInt32(0x0605_0403)
+        storage = w.takeBytes()
+        #expect(storage == [9, 8, 7, 1, 2, 3, 4, 5, 6])
+        var capacities: Set<Int> = []
+        for i in 0..<1000 {
+            var a = ByteWriter(appendingTo: &storage, reserving: 10)
+            a.writeUInt64(UInt64(i)); a.writeUInt16(7)
+            storage = a.takeBytes()
+            capacities.insert(storage.capacity)
+        }
+        #expect(storage.count == 9 + 10_000)
+        #expect(storage[9..<19].elementsEqual([0, 0, 0, 0, 0, 0, 0, 0, 7, 0]))
+        #expect(capacities.count < 20, "\(capacities.count) distinct capacities for 1,000 appends")
+    }
 }
 
 @Suite struct FrameHeaderTests {
