@@ -162,8 +162,19 @@ public final class HubHTTPAccess: Sendable {
 }
 
 extension StringProtocol {
+    /// Without leading and trailing spaces and tabs. Moves two indices and copies once: the
+    /// reversed-twice version built a `String` a `Character` at a time through unspecialized
+    /// generics, a quarter of the http fuzz target's time on long headers (issue 22).
     var trimmingSpaces: String {
-        String(drop(while: { $0 == " " || $0 == "\t" }).reversed().drop(while: { $0 == " " || $0 == "\t" }).reversed())
+        func blank(_ c: Character) -> Bool { c == " " || c == "\t" }
+        var start = startIndex, end = endIndex
+        while start < end, blank(self[start]) { formIndex(after: &start) }
+        while end > start {
+            let before = index(before: end)
+            guard blank(self[before]) else { break }
+            end = before
+        }
+        return String(self[start..<end])
     }
 }
 

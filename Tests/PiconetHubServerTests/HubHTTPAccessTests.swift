@@ -157,4 +157,18 @@ let hostField = HTTPField.Name("Host")!
         #expect(!HubHTTPAccess.same("abcd", "abc"))
         #expect(!HubHTTPAccess.same("", "abc"))
     }
+
+    /// Header values lose leading and trailing spaces and tabs only; inner ones stay, a blank
+    /// value becomes empty, and a space carrying a combining mark is a letter, not a blank.
+    @Test func headerValuesAreTrimmedAtBothEndsOnly() {
+        #expect(" \t a \tb \t ".trimmingSpaces == "a \tb")
+        #expect("ab".trimmingSpaces == "ab")
+        #expect("".trimmingSpaces == "")
+        #expect(" \t \t".trimmingSpaces == "")
+        #expect("x ".trimmingSpaces == "x" && " x".trimmingSpaces == "x")
+        #expect(" \u{301}a".trimmingSpaces == " \u{301}a")
+        let long = String(repeating: " ", count: 5_000) + "host" + String(repeating: "\t", count: 5_000)
+        #expect(long.trimmingSpaces == "host")
+        #expect("k = v ;".split(separator: ";")[0].trimmingSpaces == "k = v")
+    }
 }
