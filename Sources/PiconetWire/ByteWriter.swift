@@ -14,10 +14,8 @@ public struct ByteWriter {
     /// (left empty): a datagram buffer handed back after its send serves the next frame with
     /// no allocation. Storage shared with anyone else is copied on the first write, as usual.
     public init(reusing storage: inout [UInt8], capacity: Int) {
-        bytes = []
-        swap(&bytes, &storage)
-        bytes.removeAll(keepingCapacity: true)
-        bytes.reserveCapacity(capacity)
+        storage.removeAll(keepingCapacity: true)
+        self.init(appendingTo: &storage, reserving: capacity)
     }
 
     /// A writer that appends to `storage` (taken from the caller, left empty; `takeBytes()` hands
