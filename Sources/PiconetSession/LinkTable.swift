@@ -121,7 +121,16 @@ struct LinkTable {
         var index: UInt32
     }
 
-    private(set) var links: [UInt32: Link] = [:]
+    /// The links, each in a box of its own in a slot of one array. A link is about a
+    /// kilobyte inline (its channels' windows, the record layer, the handshake state): in a
+    /// dictionary of values, the getter copied all of it (a retain of every buffer it holds,
+    /// as many releases), and every take-out and put-back moved it (a kilobyte `memcpy` each,
+    /// several per message). Boxed, a link stays where it is while the hot path works on it
+    /// (`takeBox`, `putBack`: the box leaves and re-enters the table, the link does not move;
+    /// issue 13). `slotOf` finds a link's slot; a free slot is nil, listed in `freeSlots`.
+    private var slots: [LinkBox?] = []
+    private var freeSlots: [Int] = []
+    private var slotOf: [UInt32: Int] = [:]
     /// The established link of each peer in the session.
     private(set) var peerLinks: [PeerID: UInt32] = [:]
     /// Responder links by (initiator address, initiator index).
@@ -134,31 +143,104 @@ struct LinkTable {
     /// `timerFired`'s list of due links, kept for its capacity.
     private var dueScratch: [UInt32] = []
 
-    var count: Int { links.count }
-    var isEmpty: Bool { links.isEmpty }
-    var indices: [UInt32] { Array(links.keys) }
-    var values: Dictionary<UInt32, Link>.Values { links.values }
+    var count: Int { slotOf.count }
+    var isEmpty: Bool { slotOf.isEmpty }
+    var indices: [UInt32] { Array(slotOf.keys) }
+    /// Every link, in no particular order (a copy of each: for tests and cold paths).
+    var values: [Link] { slots.compactMap { $0?.link } }
     /// Peers with an established link.
     var peerCount: Int { peerLinks.count }
 
     /// In place: `table[i]?.field = x` changes the stored link without copying its buffers.
+    /// Reading `table[i]` whole gives a copy (cold paths; the hot path uses the box).
     subscript(index: UInt32) -> Link? {
-        get { links[index] }
-        _modify { touched.append(index); yield &links[index] }
-        set { touched.append(index); links[index] = newValue }
+        get {
+            guard let s = slotOf[index] else { return nil }
+            return slots[s]?.link
+        }
+        _modify {
+            touched.append(index)
+            if let s = slotOf[index], let box = uniqueBox(s) {
+                // Cold paths only (a copy out and back); the hot path works on `&box.link`.
+                var link: Link? = box.link
+                yield &link
+                if let l = link.take() { box.link = l } else { release(index, slot: s) }
+            } else {
+                var link: Link?
+                yield &link
+                if let l = link.take() { place(index, LinkBox(l)) }
+            }
+        }
+        set {
+            touched.append(index)
+            if let s = slotOf[index], let box = uniqueBox(s) {
+                if let l = newValue { box.link = l } else { release(index, slot: s) }
+            } else if let l = newValue {
+                place(index, LinkBox(l))
+            }
+        }
+    }
+
+    private mutating func place(_ index: UInt32, _ box: LinkBox) {
+        if let s = freeSlots.popLast() {
+            slots[s] = box
+            slotOf[index] = s
+        } else {
+            slotOf[index] = slots.count
+            slots.append(box)
+        }
+    }
+
+    private mutating func release(_ index: UInt32, slot s: Int) {
+        slots[s] = nil
+        slotOf[index] = nil
+        freeSlots.append(s)
+    }
+
+    /// The box in slot `s`, unique first. The table is a value (a copied `SessionMachine` copies
+    /// it), and copies share boxes until one of them writes: then the writer gets its own box,
+    /// so a link changed in one copy never changes in another.
+    private mutating func uniqueBox(_ s: Int) -> LinkBox? {
+        guard slots[s] != nil else { return nil }
+        if !isKnownUniquelyReferenced(&slots[s]!) { slots[s] = LinkBox(slots[s]!.link) }
+        return slots[s]
+    }
+
+    /// Reads a link where it lies (`table[i]` returns a copy). `body` gets it `inout` so that
+    /// nothing is copied on the way; it must only read.
+    func peek<R>(_ index: UInt32, _ body: (inout Link) -> R) -> R? {
+        guard let s = slotOf[index], let box = slots[s] else { return nil }
+        return body(&box.link)
+    }
+
+    /// Takes a link's box out of the table to work on the link in place (`&box.link`): the hot
+    /// path's `take`. Its index entries stay; `putBack` returns it, or `forget` the link.
+    mutating func takeBox(_ index: UInt32) -> LinkBox? {
+        touched.append(index)
+        guard let s = slotOf.removeValue(forKey: index) else { return nil }
+        freeSlots.append(s)
+        defer { slots[s] = nil }
+        return uniqueBox(s)   // the caller writes to it
+    }
+
+    /// Puts a box from `takeBox` back under its link's index.
+    mutating func putBack(_ box: LinkBox) {
+        let index = box.link.index
+        touched.append(index)
+        place(index, box)
     }
 
     /// A fresh link index: random (it is sent to the peer, and a guessable one helps a spoofer),
     /// never 0 (the "no index yet" of a first message), never one in use.
     func freshIndex(_ rng: inout SessionRandom) -> UInt32 {
         var index: UInt32 = 0
-        while index == 0 || links[index] != nil { index = UInt32(truncatingIfNeeded: rng.next()) }
+        while index == 0 || slotOf[index] != nil { index = UInt32(truncatingIfNeeded: rng.next()) }
         return index
     }
 
     /// The established link serving `peer`.
     func linkIndex(of peer: PeerID) -> UInt32? { peerLinks[peer] }
-    func link(of peer: PeerID) -> Link? { peerLinks[peer].flatMap { links[$0] } }
+    func link(of peer: PeerID) -> Link? { peerLinks[peer].flatMap { self[$0] } }
 
     /// Makes `index` the one link serving `peer`.
     mutating func setLink(_ index: UInt32, of peer: PeerID) { peerLinks[peer] = index }
@@ -172,15 +254,13 @@ struct LinkTable {
     /// change to its buffers copy them whole). Its index entries stay: put it back with
     /// the subscript, or `forget` it.
     mutating func take(_ index: UInt32) -> Link? {
-        touched.append(index)
-        return links.removeValue(forKey: index)
+        takeBox(index)?.link
     }
 
     /// Removes a link and its index entries; returns it (nil: not in the table).
     @discardableResult
     mutating func remove(_ index: UInt32) -> Link? {
-        guard let l = links.removeValue(forKey: index) else { return nil }
-        touched.append(index)
+        guard let l = takeBox(index)?.link else { return nil }
         forget(l)
         return l
     }
@@ -193,8 +273,13 @@ struct LinkTable {
 
     /// Records the new deadline of every touched link (`deadline` of a link; a link no longer
     /// in the table loses its entry): O(log n) per touched link instead of a walk of all.
-    mutating func refreshDeadlines(_ deadline: (Link) -> Instant?) {
-        for i in touched { deadlines.set(i, links[i].flatMap(deadline)) }
+    mutating func refreshDeadlines(_ deadline: (inout Link) -> Instant?) {
+        for k in touched.indices {
+            let i = touched[k]
+            var d: Instant?
+            if let s = slotOf[i], let box = slots[s] { d = deadline(&box.link) }
+            deadlines.set(i, d)
+        }
         touched.removeAll(keepingCapacity: true)
     }
 
@@ -203,7 +288,7 @@ struct LinkTable {
     func nextDeadline(_ deadline: (Link) -> Instant?) -> Instant? {
         var best = deadlines.earliest
         for i in touched {
-            guard let d = links[i].flatMap(deadline) else { continue }
+            guard let d = self[i].flatMap(deadline) else { continue }
             best = best.map { min($0, d) } ?? d
         }
         return best
@@ -234,7 +319,7 @@ struct LinkTable {
     /// Links not yet in the session (the flood-bounded set).
     var halfOpenCount: Int {
         var n = 0
-        for l in links.values where l.isHalfOpen { n += 1 }
+        for case let box? in slots where box.link.isHalfOpen { n += 1 }
         return n
     }
 
@@ -242,13 +327,23 @@ struct LinkTable {
     /// be outside the table).
     func receiveBuffered(except index: UInt32) -> Int {
         var total = 0
-        for (i, l) in links where i != index { total += l.channels.receiver.bufferedBytes }
+        for case let box? in slots where box.link.index != index { total += box.link.channels.receiver.bufferedBytes }
         return total
     }
 
+    private func peek(_ box: LinkBox, _ predicate: (Link) -> Bool) -> Bool { predicate(box.link) }
+
     /// The first link matching `predicate`, by index.
     func first(where predicate: (Link) -> Bool) -> UInt32? {
-        for (i, l) in links where predicate(l) { return i }
+        for case let box? in slots where peek(box, predicate) { return box.link.index }
         return nil
     }
+}
+
+/// One link's home while it is in the table (see `LinkTable.slots`). Held by the table (and by
+/// copies of it, until one writes: `uniqueBox`) and, between `takeBox` and `putBack`, by the one
+/// handler working on it, which then has the only reference.
+final class LinkBox {
+    var link: Link
+    init(_ link: Link) { self.link = link }
 }

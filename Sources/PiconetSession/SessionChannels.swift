@@ -49,11 +49,25 @@ extension SessionMachine {
         statistics.retransmissions += l.channels.sender.retransmissions - before
     }
 
+    /// What became of a taken-out link once its sealed frame was opened and handled.
+    enum SealedOutcome {
+        /// Back into the table; nothing more to do.
+        case putBack
+        /// Over (closed for a protocol violation or a path too small): not put back.
+        case ended
+        /// Back into the table, then the frame is handled there (`handleInTable`).
+        case inTable(SealedMessage?)
+    }
+
     /// One sealed frame; `path` is the largest datagram toward `address`.
+    ///
+    /// The link's box is taken out of the table for the frame and put back: the link itself
+    /// stays where it is (a copy retained and released every buffer it holds, a move was a
+    /// kilobyte `memcpy`, each per message: issue 13).
     mutating func handleSealed(_ f: LocatedSealedFrame, in datagram: [UInt8], from address: EndpointAddress, path: Int,
                                now: Instant) {
         let index = f.receiverIndex
-        guard var l = table.take(index) else {
+        guard let box = table.takeBox(index) else {
             statistics.unknownLinkDropped += 1
             return
         }
@@ -61,22 +75,39 @@ extension SessionMachine {
         // handler below may not reach it), and put back with its capacity afterwards.
         var plain = openBuffer
         openBuffer = []
-        defer { openBuffer = plain }
+        let outcome = handleSealed(f, in: datagram, from: address, path: path, now: now, link: &box.link, plaintext: &plain)
+        switch outcome {
+        case .ended:
+            break
+        case .putBack:
+            table.putBack(box)
+        case let .inTable(message):
+            table.putBack(box)
+            if let message { handleInTable(message, index: index, now: now) }
+            if table.peek(index, { $0.phase }) == .established, let e = table.takeBox(index) {
+                flush(&e.link, now: now)
+                table.putBack(e)
+            }
+        }
+        openBuffer = plain
+    }
+
+    /// The frame on its taken-out link: open, authenticate the peer's liveness and path, parse,
+    /// and handle the hot types on the link itself.
+    mutating func handleSealed(_ f: LocatedSealedFrame, in datagram: [UInt8], from address: EndpointAddress, path: Int,
+                               now: Instant, link l: inout Link, plaintext plain: inout [UInt8]) -> SealedOutcome {
         switch l.record?.open(f, in: datagram, into: &plain) {
         case nil:   // no keys yet: the handshake is not done
-            table[index] = l
             statistics.unknownLinkDropped += 1
-            return
+            return .putBack
         case let .opened(rekeys)?:
             statistics.rekeys += rekeys
         case .replayed?:
             statistics.replaysDropped += 1
-            table[index] = l
-            return
+            return .putBack
         case .forged?:
             statistics.authenticationFailures += 1
-            table[index] = l
-            return
+            return .putBack
         }
         let hot = l.phase == .established && (f.type == .data || f.type == .ack || f.type == .keepAlive || f.type == .resume)
         // Authentic: the peer is alive, possibly at a new address (Wi-Fi roaming, NAT rebinding).
@@ -98,7 +129,7 @@ extension SessionMachine {
         }
         guard fitPath(&l, path: path) else {
             closeForPath(&l, now: now)
-            return
+            return .ended
         }
         if l.liveness.lost {
             l.liveness.lost = false
@@ -120,17 +151,10 @@ extension SessionMachine {
         } catch {
             if SealedMessage.knows(f.type) { statistics.malformedDropped += 1 } else { statistics.unknownLinkDropped += 1 }
         }
-        if hot {
-            if let message, !handleOnLink(message, link: &l, now: now) { return }
-            flush(&l, now: now)
-            table[index] = l
-            return
-        }
-        table[index] = l
-        if let message { handleInTable(message, index: index, now: now) }
-        guard table[index]?.phase == .established, var e = table.take(index) else { return }
-        flush(&e, now: now)
-        table[index] = e
+        guard hot else { return .inTable(message) }
+        if let message, !handleOnLink(message, link: &l, now: now) { return .ended }
+        flush(&l, now: now)
+        return .putBack
     }
 
     /// A frame for a link not established (or not one of the hot types), the link in the table.

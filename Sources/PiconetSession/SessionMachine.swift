@@ -167,34 +167,38 @@ public struct SessionMachine {
         // Checked for every peer first (all or nothing), then sent: two lookups per peer
         // rather than an array of targets per call.
         for p in peers {
-            guard let i = table.linkIndex(of: p), let l = table[i] else { throw .notConnected(p) }
-            if mode == .reliable, l.channels.sender.isStalled { throw .stalled }
+            // Read in place (`peek`): a copy of the link here cost more than sealing the message.
+            guard let i = table.linkIndex(of: p),
+                  let (stalled, datagramSize) = table.peek(i, { ($0.channels.sender.isStalled, $0.datagramSize) })
+            else { throw .notConnected(p) }
+            if mode == .reliable, stalled { throw .stalled }
             if mode == .unreliable {
                 // Each peer's path has its own datagram size (an L2CAP channel's MTU).
-                let limit = SessionMachine.unreliablePayload(l.datagramSize)
+                let limit = SessionMachine.unreliablePayload(datagramSize)
                 guard message.count <= limit else { throw .messageTooLarge(size: message.count, limit: limit) }
             }
         }
         switch mode {
         case .unreliable:
             for p in peers {
-                guard let i = table.linkIndex(of: p), var l = table.take(i) else { continue }
-                sendUnreliable(message, link: &l, now: now)
-                table[i] = l
+                // The link's box leaves the table and comes back; the link itself does not move.
+                guard let i = table.linkIndex(of: p), let box = table.takeBox(i) else { continue }
+                sendUnreliable(message, link: &box.link, now: now)
+                table.putBack(box)
             }
             return (.sent, take())
         case .reliable:
             var status = SendStatus.sent
             for p in peers {
-                guard let i = table.linkIndex(of: p), var l = table.take(i) else { continue }
+                guard let i = table.linkIndex(of: p), let box = table.takeBox(i) else { continue }
                 do {
-                    if try l.channels.sender.enqueue(message) == .stalled { status = .stalled }
+                    if try box.link.channels.sender.enqueue(message) == .stalled { status = .stalled }
                 } catch {
-                    table[i] = l
+                    table.putBack(box)
                     throw error
                 }
-                flush(&l, now: now)
-                table[i] = l
+                flush(&box.link, now: now)
+                table.putBack(box)
             }
             return (status, take())
         }

@@ -12,11 +12,11 @@ extension SessionMachine {
         var due = table.takeDue(at: now)
         defer { table.recycleDue(&due) }
         for i in due {
-            guard let phase = table[i]?.phase else { continue }
+            guard let phase = table.peek(i, { $0.phase }) else { continue }
             if phase == .established {
                 // Established links only touch themselves: work on them outside the table.
-                guard var l = table.take(i) else { continue }
-                if tickEstablished(&l, now: now) { table[i] = l } else { ended(l) }
+                guard let box = table.takeBox(i) else { continue }
+                if tickEstablished(&box.link, now: now) { table.putBack(box) } else { ended(box.link) }
             } else {
                 tickPending(i, now: now)
             }

@@ -41,3 +41,54 @@ import Testing
         #expect(got == [[4, 2]])
     }
 }
+
+/// The link table keeps each link in a box (issue 13: the hot path works on a link where it
+/// lies); a `SessionMachine` is still a value: a copy changed afterwards leaves the original alone.
+@Suite struct LinkTableValueTests {
+    @Test func aCopiedMachineSendsWithoutChangingTheOriginal() throws {
+        var p = MachinePair()
+        try p.connect()
+        let b = p.b.identity.peerID
+        let original = p.a
+        var copy = p.a
+        let (_, actions) = try copy.send([1, 2, 3], to: [b], mode: .reliable, now: p.now)
+        #expect(actions.contains { if case .send = $0 { return true } else { return false } })
+        #expect(copy.unacknowledgedFragments(to: b) == 1)
+        #expect(original.unacknowledgedFragments(to: b) == 0, "the send reached the original through a shared box")
+        // And the other way: the original sends twice, the copy still has its one fragment.
+        var again = original
+        _ = try again.send([4], to: [b], mode: .reliable, now: p.now)
+        _ = try again.send([5], to: [b], mode: .reliable, now: p.now)
+        #expect(again.unacknowledgedFragments(to: b) == 2 && copy.unacknowledgedFragments(to: b) == 1)
+        #expect(original.unacknowledgedFragments(to: b) == 0)
+    }
+
+    @Test func linksComeAndGoThroughTheSlotsAndTheIndexesStayRight() throws {
+        var t = LinkTable()
+        let channels = SessionMachine(identity: PeerIdentity(displayName: "t"), configuration: SessionConfiguration(policy: .acceptAll),
+                                      seed: 1).newChannels()
+        func link(_ i: UInt32) -> Link {
+            Link(index: i, initiator: true, address: .ipv4(127, 0, 0, 1, port: 1), datagramSize: 1200,
+                 handshake: Link.HandshakeProgress(retryDelay: .seconds(1)),
+                 channels: channels,
+                 liveness: Link.Liveness(lastHeard: Instant(nanoseconds: 0), lastSent: Instant(nanoseconds: 0)))
+        }
+        var live: Set<UInt32> = []
+        for step in 0..<400 {
+            let i = UInt32(step % 37 + 1)
+            switch step % 5 {
+            case 0, 1: t[i] = link(i); live.insert(i)
+            case 2: if let box = t.takeBox(i) { box.link.datagramSize = 999; t.putBack(box) }
+            case 3: _ = t.remove(i); live.remove(i)
+            default: t[i]?.datagramSize = 777
+            }
+            #expect(t.count == live.count)
+            for j in live { #expect(t[j]?.index == j) }
+        }
+        #expect(Set(t.indices) == live && t.values.count == live.count)
+        // A copy of the table shares no link with it once either writes.
+        var copy = t
+        for j in live { copy[j]?.datagramSize = 5 }
+        for j in live { #expect(t[j]?.datagramSize != 5 && copy[j]?.datagramSize == 5) }
+    }
+}
