@@ -250,9 +250,8 @@ struct LinkTable {
         origins[Origin(address: address, index: index)] = link
     }
 
-    /// Takes a link out to work on it alone (a copy left in the table would make every
-    /// change to its buffers copy them whole). Its index entries stay: put it back with
-    /// the subscript, or `forget` it.
+    /// Takes a link out of the table as a value (cold paths; the hot path uses `takeBox`).
+    /// Its index entries stay: put it back with the subscript, or `forget` it.
     mutating func take(_ index: UInt32) -> Link? {
         takeBox(index)?.link
     }
@@ -331,11 +330,9 @@ struct LinkTable {
         return total
     }
 
-    private func peek(_ box: LinkBox, _ predicate: (Link) -> Bool) -> Bool { predicate(box.link) }
-
     /// The first link matching `predicate`, by index.
     func first(where predicate: (Link) -> Bool) -> UInt32? {
-        for case let box? in slots where peek(box, predicate) { return box.link.index }
+        for case let box? in slots where predicate(box.link) { return box.link.index }
         return nil
     }
 }
