@@ -187,6 +187,14 @@ let package = Package(
     ]
 )
 
+// PICONET_TEST_TARGETS=A,B,...: only these test targets are declared (the sanitizers stage's
+// TSan build, which runs four suites: the others would be compiled instrumented for nothing).
+// Empty or unset: all of them.
+if let only = Context.environment["PICONET_TEST_TARGETS"], !only.isEmpty {
+    let keep = Set(only.split(separator: ",").map(String.init))
+    package.targets = package.targets.filter { $0.type != .test || keep.contains($0.name) }
+}
+
 // MARK: - Embedded mode (PICONET_EMBEDDED=1): the node's graph only.
 
 /// The targets piconet-node links; each must build in the Embedded Swift subset.
@@ -237,7 +245,7 @@ if Context.environment["PICONET_EMBEDDED"] == "1" {
 
 // The fuzz targets (scripts/fuzz): only with PICONET_FUZZ=1, so an ordinary build never links a
 // program whose `main` hands over to libFuzzer's driver (LLVMFuzzerRunDriver). scripts/fuzz adds
-// AddressSanitizer (everywhere) and libFuzzer (no_main) in its own scratch path .build-fuzz.
+// AddressSanitizer (everywhere) and libFuzzer (no_main) in its own scratch path (outside the checkout).
 // Coverage instrumentation only in this package's Swift modules: libFuzzer clears and scans every
 // counter of the binary on every execution, and with SwiftNIO, Hummingbird and GRDB instrumented
 // too that was 568,000 counters, most of the cost of a fast target's execution (the decoders

@@ -94,3 +94,41 @@ embedded_node() {
   PICONET_EMBEDDED=1 swift build "${args[@]}" --product piconet-node >&2 || return 1
   printf '%s/piconet-node\n' "$(PICONET_EMBEDDED=1 swift build "${args[@]}" --show-bin-path)"
 }
+
+# fixed_src CACHE: SwiftPM's scratch holds absolute paths (a scratch reached through a symlink or
+# moved breaks clang's module cache), so a scratch outside the checkout is only warm for a new
+# clone if every clone is built from ONE path. Sets FIXED_BASE (a folder in CACHE keyed by the
+# Swift version, for the scratch folders) and defines in_src CMD...: runs CMD in a private mount
+# namespace where the checkout is bound at CACHE/src (an empty folder; the bind vanishes with the
+# namespace), cwd there. A fresh clone then finds the dependencies (swift-nio, BoringSSL, GRDB,
+# Hummingbird: most of a cold build) compiled. Without mount namespaces (not root) in_src runs
+# CMD as it is and FIXED_BASE is keyed by the checkout's own path too (cold once per path).
+fixed_src() {
+  local cache=$1 version
+  version=$(swift --version 2>/dev/null | head -n1)
+  mkdir -p "$cache/src"
+  FIXED_SRC=$cache/src
+  if unshare -m --propagation private true 2>/dev/null; then
+    FIXED_BASE=$cache/fixed-$(sha256sum <<<"$version" | cut -c1-12)
+    in_src() { unshare -m --propagation private sh -ec 'mount --bind "$1" "$2"; cd "$2"; shift 2; exec "$@"' sh "$PICONET_ROOT" "$FIXED_SRC" "$@"; }
+  else
+    FIXED_BASE=$cache/$( (echo "$PICONET_ROOT"; echo "$version") | sha256sum | cut -c1-12)
+    in_src() { (cd "$PICONET_ROOT" && exec "$@"); }
+  fi
+  mkdir -p "$FIXED_BASE"
+}
+
+# fresh_modules SCRATCH: before a build into a scratch that may last have built other sources
+# (another clone, another commit), removes Piconet's own compiled modules there when the sources
+# (Sources/, Tests/, Package.swift: their content) differ from that last build's, so they are
+# compiled whole again: an incremental build can leave a module compiled against another's old
+# layout after a change of private stored properties (swiftlang/swift#89636; README, "Layout and
+# layers"). The dependencies stay. sources_built SCRATCH records the sources after a good build.
+sources_stamp() { (cd "$PICONET_ROOT" && find Sources Tests Package.swift -type f -print0 | sort -z | xargs -0 sha256sum | sha256sum | cut -c1-16); }
+fresh_modules() {
+  local scratch=$1
+  [ "$(cat "$scratch/piconet-sources" 2>/dev/null)" = "$(sources_stamp)" ] && return 0
+  rm -rf "$scratch"/*/debug/Piconet*.build "$scratch"/*/debug/piconet*.build \
+         "$scratch"/*/release/Piconet*.build "$scratch"/*/release/piconet*.build "$scratch/piconet-sources"
+}
+sources_built() { sources_stamp >"$1/piconet-sources"; }
