@@ -100,7 +100,8 @@ embedded_node() {
 # clone if every clone is built from ONE path. Sets FIXED_BASE (a folder in CACHE keyed by the
 # Swift version, for the scratch folders) and defines in_src CMD...: runs CMD in a private mount
 # namespace where the checkout is bound at CACHE/src (an empty folder; the bind vanishes with the
-# namespace), cwd there. A fresh clone then finds the dependencies (swift-nio, BoringSSL, GRDB,
+# namespace), cwd there; with FIXED_BUILD set, that folder is bound at the checkout's .build too
+# (scripts/test). A fresh clone then finds the dependencies (swift-nio, BoringSSL, GRDB,
 # Hummingbird: most of a cold build) compiled. Without mount namespaces (not root) in_src runs
 # CMD as it is and FIXED_BASE is keyed by the checkout's own path too (cold once per path).
 fixed_src() {
@@ -110,7 +111,11 @@ fixed_src() {
   FIXED_SRC=$cache/src
   if unshare -m --propagation private true 2>/dev/null; then
     FIXED_BASE=$cache/fixed-$(sha256sum <<<"$version" | cut -c1-12)
-    in_src() { unshare -m --propagation private sh -ec 'mount --bind "$1" "$2"; cd "$2"; shift 2; exec "$@"' sh "$PICONET_ROOT" "$FIXED_SRC" "$@"; }
+    in_src() {
+      unshare -m --propagation private sh -ec \
+        'mount --bind "$1" "$2"; [ -z "$3" ] || mount --bind "$3" "$2/.build"; cd "$2"; shift 3; exec "$@"' \
+        sh "$PICONET_ROOT" "$FIXED_SRC" "${FIXED_BUILD:-}" "$@"
+    }
   else
     FIXED_BASE=$cache/$( (echo "$PICONET_ROOT"; echo "$version") | sha256sum | cut -c1-12)
     in_src() { (cd "$PICONET_ROOT" && exec "$@"); }
