@@ -150,7 +150,7 @@ swiftpm_leftovers() {
   local since=$(( $1 - 1 )) d
   find "${TMPDIR:-/tmp}" -maxdepth 1 -type d -name 'TemporaryDirectory.*' -newermt "@$since" 2>/dev/null |
     while IFS= read -r d; do
-      [ "$(ls -A "$d" 2>/dev/null)" = .keep-directory ] && rm -rf -- "$d"
+      if [ "$(ls -A "$d" 2>/dev/null)" = .keep-directory ]; then rm -rf -- "$d"; fi
     done
   return 0
 }
