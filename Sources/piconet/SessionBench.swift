@@ -16,14 +16,18 @@ private func emitPercentiles(_ name: String, _ samples: [Int64]) {
 }
 
 /// A `count`-byte message: byte 0 tags the phase, bytes 1...8 carry the monotonic send time.
-private func stampedMessage(tag: UInt8, count: Int) -> [UInt8] {
-    var m = [UInt8](repeating: tag, count: count)
+/// Writes the send time into bytes 1...8 of `message` (byte 0 tags the phase), in place: the
+/// latency phases stamp one array made before the first message, as the C baseline stamps its one
+/// buffer, so no allocation of the harness runs between two messages. (A new `[UInt8]` per message
+/// cost more than the session's own send on this machine: Swift's runtime looks the array's
+/// storage metadata up in a locked hash map on every allocation, `perf`, issue 13.) A session that
+/// still held the array (reliable: until acknowledged) keeps its own copy: the write copies first.
+private func stamp(_ message: inout [UInt8]) {
     let t = monotonicNanoseconds()
-    for i in 0..<8 { m[1 + i] = UInt8(truncatingIfNeeded: t >> (8 * Int64(i))) }
-    return m
+    for i in 0..<8 { message[1 + i] = UInt8(truncatingIfNeeded: t >> (8 * Int64(i))) }
 }
 
-/// Nanoseconds since the send time a `stampedMessage` carries.
+/// Nanoseconds since the send time `stamp` wrote.
 private func ageOfStamp(_ bytes: [UInt8]) -> Int64 {
     var t: Int64 = 0
     for i in 0..<8 { t |= Int64(bytes[1 + i]) << (8 * Int64(i)) }
@@ -159,12 +163,14 @@ struct SessionBenchCommand: ParsableCommand {
         func startLatency() {
             phase = .unreliableLatency
             var sent = 0
-            // The peer list and the timer's closure made once, as the C baseline does nothing
+            // The peer list, the message and the timer's closure made once, as the C baseline does nothing
             // between its send and its wait: the figure is the stack's, not the harness's.
             let toB = [bPeer]
+            var message = [UInt8](repeating: BenchPhase.unreliableLatency.tag, count: payload)
             var next: () -> Void = {}
             func one() {
-                _ = try? a.session.send(stampedMessage(tag: BenchPhase.unreliableLatency.tag, count: payload), to: toB, mode: .unreliable)
+                stamp(&message)
+                _ = try? a.session.send(message, to: toB, mode: .unreliable)
                 sent += 1
                 if sent < latency { loop.schedule(after: .milliseconds(1), next) } else {
                     next = {}   // the closure captures itself: let it go
@@ -214,9 +220,11 @@ struct SessionBenchCommand: ParsableCommand {
             phase = .reliableShortLatency
             var sent = 0
             let toB = [bPeer]
+            var message = [UInt8](repeating: BenchPhase.reliableShortLatency.tag, count: payload)
             var next: () -> Void = {}
             func one() {
-                do { try a.session.send(stampedMessage(tag: BenchPhase.reliableShortLatency.tag, count: payload), to: toB, mode: .reliable) } catch {
+                stamp(&message)
+                do { try a.session.send(message, to: toB, mode: .reliable) } catch {
                     sendFailures += 1
                 }
                 sent += 1
