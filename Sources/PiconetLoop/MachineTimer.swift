@@ -21,11 +21,14 @@ public final class MachineTimer {
         if let timer { loop.cancel(timer) }
     }
     private let loop: EventLoop
-    private var timer: TimerID?
+    // The timer's own state is exempt from dynamic exclusivity checks: loop-bound, and every
+    // access is a read or a write that ends before anything is called (`onFire` is read, then
+    // run); `follow` runs after every input of its machine, several checks each (issue 13).
+    @exclusivity(unchecked) private var timer: TimerID?
     /// The deadline the timer is armed for; nil when none is.
-    public private(set) var deadline: Instant?
+    @exclusivity(unchecked) public private(set) var deadline: Instant?
     /// How many loop timers were scheduled: what "re-arm only on change" keeps low.
-    public private(set) var armed = 0
+    @exclusivity(unchecked) public private(set) var armed = 0
 
     /// Runs when the armed deadline is due (capture the driver through its `OwnerHandle`:
     /// the timer lives as long as the driver).
@@ -37,7 +40,7 @@ public final class MachineTimer {
     /// lost-peer deadlines run from the last frame sent and heard), re-arming on each one cost
     /// a loop timer (and its allocations) per message; this costs one early wake-up per
     /// deadline instead. Only for machines whose `timerFired` is harmless when nothing is due.
-    public var rearmsOnlyEarlier = false
+    @exclusivity(unchecked) public var rearmsOnlyEarlier = false
 
     public init(loop: EventLoop) { self.loop = loop }
 

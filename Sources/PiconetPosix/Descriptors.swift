@@ -17,7 +17,9 @@ public struct FileDescriptor: RawRepresentable, Hashable, Sendable, CustomString
 /// Loop-bound like everything that owns an fd: not `Sendable`.
 public final class OwnedDescriptor {
     public let descriptor: FileDescriptor
-    public private(set) var isClosed = false
+    // Unchecked (as EpollLoop's state): read before every syscall of an endpoint's receive loop,
+    // written once by `close`, which calls out to nothing while it writes.
+    @exclusivity(unchecked) public private(set) var isClosed = false
 
     /// Takes ownership of `rawValue`.
     public init(taking rawValue: CInt) { descriptor = FileDescriptor(rawValue: rawValue) }

@@ -128,46 +128,52 @@ public final class UDPEndpoint: DatagramEndpoint {
         public var kernelDropped = 0
     }
 
+    // Every stored `var` of the endpoint is exempt from dynamic exclusivity checks, as EpollLoop's
+    // state is: the endpoint lives on its loop's thread (not Sendable), and every access is a read,
+    // an increment or a swap that ends before any callback runs (a handler is read, then called;
+    // `deliver` swaps its buffer out, calls `onDatagram`, swaps it back), so the check could never
+    // fire; yet each was a runtime call with a thread-local lookup, about ten per message sent and
+    // received (callgrind, issue 13).
     public let loop: EpollLoop
     private let socket: OwnedDescriptor
-    private var registration: Registration?
+    @exclusivity(unchecked) private var registration: Registration?
     private let options: Options
-    public private(set) var localAddress: EndpointAddress
+    @exclusivity(unchecked) public private(set) var localAddress: EndpointAddress
     public var maximumDatagramSize: Int { options.maximumDatagramSize }
-    public var onDatagram: ((Datagram) -> Void)?
-    public var onWritable: (() -> Void)?
-    public private(set) var statistics = Statistics()
+    @exclusivity(unchecked) public var onDatagram: ((Datagram) -> Void)?
+    @exclusivity(unchecked) public var onWritable: (() -> Void)?
+    @exclusivity(unchecked) public private(set) var statistics = Statistics()
     /// The kernel's SO_RXQ_OVFL count last seen (a wrapping 32-bit counter of this socket).
-    private var kernelDropCount: UInt32 = 0
+    @exclusivity(unchecked) private var kernelDropCount: UInt32 = 0
     public var isClosed: Bool { socket.isClosed }
     /// Whether sends still use UDP GSO: asked for, and not refused by the kernel yet.
-    public private(set) var isSegmentationActive: Bool
+    @exclusivity(unchecked) public private(set) var isSegmentationActive: Bool
     /// Whether the kernel took UDP_GRO on this socket.
-    public private(set) var isReceiveOffloadActive = false
+    @exclusivity(unchecked) public private(set) var isReceiveOffloadActive = false
     /// Whether the kernel took SO_RXQ_OVFL on this socket (`Statistics.kernelDropped` counts).
-    public private(set) var isCountingKernelDrops = false
+    @exclusivity(unchecked) public private(set) var isCountingKernelDrops = false
     /// The largest GRO buffer (the kernel stops coalescing below 64 KiB).
     static let receiveOffloadBufferSize = 65_536
 
     // The receive pool, reused for every batch; the send pool, made on the first batch send.
     private let receivePool: DatagramBatch
-    private var sendPool: DatagramBatch?
+    @exclusivity(unchecked) private var sendPool: DatagramBatch?
     // The sendmmsg vector over the send pool: one entry per datagram or GSO run.
-    private var sendRuns: SendRuns?
+    @exclusivity(unchecked) private var sendRuns: SendRuns?
     // The array `onDatagram` sees, reused from datagram to datagram (see `deliver`).
-    private var lentBuffer: [UInt8] = []
+    @exclusivity(unchecked) private var lentBuffer: [UInt8] = []
     // Coalesced sends waiting in `sendPool[0..<pendingSends]`, and whether a flush is scheduled.
-    private var pendingSends = 0
-    private var flushScheduled = false
+    @exclusivity(unchecked) private var pendingSends = 0
+    @exclusivity(unchecked) private var flushScheduled = false
     /// The loop turn (its `now`, stable within a turn) whose first datagram went out directly.
-    private var lastDirectSendTurn: Instant?
+    @exclusivity(unchecked) private var lastDirectSendTurn: Instant?
     /// What the deferred flush captures instead of `self` (Embedded Swift has no `weak`).
     private lazy var handle = OwnerHandle(self)
     deinit { handle.sever() }
     /// The deferred flush, made once: scheduling the same closure every turn allocates nothing.
     private lazy var scheduledFlush: () -> Void = { [handle] in handle.owner?.flushPendingSends() }
     // A coalesced flush met EAGAIN: sends answer `.wouldBlock` until the socket is writable.
-    private var sendStalled = false
+    @exclusivity(unchecked) private var sendStalled = false
 
     /// Opens a socket bound to `address` (port 0 = ephemeral; `localAddress` has the real port).
     /// The corresponding C functions are `socket`, `setsockopt`, `bind`, `getsockname`.

@@ -26,26 +26,33 @@ public final class PeerSession {
     /// What callbacks held by the loop or a socket capture instead of `self` (Embedded Swift has no `weak`).
     private lazy var weakSelf = OwnerHandle(self)
     deinit { weakSelf.sever() }
-    public private(set) var machine: SessionMachine
+    // No dynamic exclusivity check on the machine: it holds no closure and calls nothing of
+    // ours, so an access to it (one `machine.received`, `machine.send`, `machine.recycle`) always
+    // ends before an event reaches the application, which may call back in; the check could never
+    // fire, and it cost a runtime call per access, several per message (callgrind, issue 13).
+    // The same for the handlers, the stream list and the counters below: reads and increments
+    // that end before any callback (a handler is read, then called; a continuation's `yield` only
+    // enqueues its consumer, never runs it here).
+    @exclusivity(unchecked) public private(set) var machine: SessionMachine
     public let endpoint: DatagramEndpoint
     public let loop: EventLoop
 #if !hasFeature(Embedded)
     // The two facades for applications in ordinary Swift. Embedded Swift (the node) has
     // neither `weak` nor Concurrency's AsyncStream; the node uses `onEvent`.
-    public weak var delegate: PeerSessionDelegate?
+    @exclusivity(unchecked) public weak var delegate: PeerSessionDelegate?
     /// One per `events` stream still consumed.
-    private var continuations: [AsyncStream<SessionEvent>.Continuation] = []
+    @exclusivity(unchecked) private var continuations: [AsyncStream<SessionEvent>.Continuation] = []
 #endif
     /// How many events an `events` stream holds for a consumer that has not read them; past it the
     /// oldest go (counted in `eventsDropped`). Set before reading `events`.
     public var eventBufferLimit = 4096
     /// Events an `events` stream dropped because its consumer fell `eventBufferLimit` behind.
-    public private(set) var eventsDropped = 0
+    @exclusivity(unchecked) public private(set) var eventsDropped = 0
     /// Called for every event after the delegate (simple closures for scripts and tests).
-    public var onEvent: ((SessionEvent) -> Void)?
+    @exclusivity(unchecked) public var onEvent: ((SessionEvent) -> Void)?
     private let timer: MachineTimer
     /// Datagrams the transport refused (would block or failed); counted, the reliable layer retransmits.
-    public private(set) var transportRefusals = 0
+    @exclusivity(unchecked) public private(set) var transportRefusals = 0
 
     /// - Parameter random: seeds the session's generator (link indices, instance number,
     ///   cookie secrets). A running process passes the kernel's (`SecureRandom` from

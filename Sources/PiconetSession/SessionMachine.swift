@@ -165,7 +165,9 @@ public struct SessionMachine {
                               now: Instant) throws(SessionError) -> (SendStatus, [SessionAction]) {
         guard !isClosed else { throw .closed }
         // Checked for every peer first (all or nothing), then sent: two lookups per peer
-        // rather than an array of targets per call.
+        // rather than an array of targets per call; one for a lone peer (the usual send), whose
+        // link index the check keeps (a peer lookup hashes and compares its 16 bytes).
+        var lone: UInt32?
         for p in peers {
             // Read in place (`peek`): a copy of the link here cost more than sealing the message.
             guard let i = table.linkIndex(of: p),
@@ -177,12 +179,13 @@ public struct SessionMachine {
                 let limit = SessionMachine.unreliablePayload(datagramSize)
                 guard message.count <= limit else { throw .messageTooLarge(size: message.count, limit: limit) }
             }
+            if peers.count == 1 { lone = i }
         }
         switch mode {
         case .unreliable:
             for p in peers {
                 // The link's box leaves the table and comes back; the link itself does not move.
-                guard let i = table.linkIndex(of: p), let box = table.takeBox(i) else { continue }
+                guard let i = lone ?? table.linkIndex(of: p), let box = table.takeBox(i) else { continue }
                 sendUnreliable(message, link: &box.link, now: now)
                 table.putBack(box)
             }
@@ -190,7 +193,7 @@ public struct SessionMachine {
         case .reliable:
             var status = SendStatus.sent
             for p in peers {
-                guard let i = table.linkIndex(of: p), let box = table.takeBox(i) else { continue }
+                guard let i = lone ?? table.linkIndex(of: p), let box = table.takeBox(i) else { continue }
                 do {
                     if try box.link.channels.sender.enqueue(message) == .stalled { status = .stalled }
                 } catch {

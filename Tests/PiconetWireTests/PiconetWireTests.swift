@@ -89,6 +89,20 @@ import Testing
         #expect(throws: WireError.self) { _ = try FrameHeader(decoding: [1, 4, 0, 7, 0, 0]) }
     }
 
+    /// Exactly the declared types parse, of all 256 bytes (the check is a switch now, not a set:
+    /// a type added to one and not the other would show here).
+    @Test func exactlyTheDeclaredTypesParse() {
+        let declared: [FrameType] = [.handshake, .invitation, .invitationReply, .data, .ack, .keepAlive, .close,
+                                     .resume, .samples, .summary, .push, .group]
+        let accepted = (0...255).compactMap { FrameType(rawValue: UInt8($0)) }
+        #expect(accepted == declared)
+        for t in declared {
+            #expect(throws: Never.self) { _ = try FrameHeader(decoding: [1, t.rawValue, 0, 0, 0, 0]) }
+        }
+        #expect(throws: WireError.unknownType(0x09)) { _ = try FrameHeader(decoding: [1, 0x09, 0, 0, 0, 0]) }
+        #expect(throws: WireError.unknownType(0x00)) { _ = try FrameHeader(decoding: [1, 0x00, 0, 0, 0, 0]) }
+    }
+
     @Test func oversizedPayloadIsRefused() {
         #expect(throws: WireError.tooLong(field: "frame payload", length: 70_000, limit: 65_535)) {
             _ = try Frame(type: .data, payload: [UInt8](repeating: 0, count: 70_000))
