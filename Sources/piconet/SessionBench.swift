@@ -15,10 +15,9 @@ private func emitPercentiles(_ name: String, _ samples: [Int64]) {
     emitLine("\(name)_p99_us \(fixed(1, Double(s[min(s.count - 1, s.count * 99 / 100)]) / 1000))")
 }
 
-/// A `count`-byte message: byte 0 tags the phase, bytes 1...8 carry the monotonic send time.
-/// Writes the send time into bytes 1...8 of `message` (byte 0 tags the phase), in place: the
-/// latency phases stamp one array made before the first message, as the C baseline stamps its one
-/// buffer, so no allocation of the harness runs between two messages. (A new `[UInt8]` per message
+/// Writes the monotonic send time into bytes 1...8 of `message` (byte 0 tags the phase), in place:
+/// the latency phases stamp one array made before the first message, as the C baseline stamps its
+/// one buffer, so no allocation of the harness runs between two messages. (A new `[UInt8]` per message
 /// cost more than the session's own send on this machine: Swift's runtime looks the array's
 /// storage metadata up in a locked hash map on every allocation, `perf`, issue 13.) A session that
 /// still held the array (reliable: until acknowledged) keeps its own copy: the write copies first.
@@ -163,8 +162,8 @@ struct SessionBenchCommand: ParsableCommand {
         func startLatency() {
             phase = .unreliableLatency
             var sent = 0
-            // The peer list, the message and the timer's closure made once, as the C baseline does nothing
-            // between its send and its wait: the figure is the stack's, not the harness's.
+            // The peer list, the message and the timer's closure made once, as the C baseline does
+            // nothing between its send and its wait: the figure is the stack's, not the harness's.
             let toB = [bPeer]
             var message = [UInt8](repeating: BenchPhase.unreliableLatency.tag, count: payload)
             var next: () -> Void = {}

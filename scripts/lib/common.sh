@@ -142,9 +142,10 @@ sources_built() { sources_stamp >"$1/piconet-sources"; }
 # swiftpm_leftovers: SwiftPM (6.3) leaves an empty TemporaryDirectory.XXXXXX (a lone
 # .keep-directory file) in TMPDIR after every command, even --show-bin-path: 384 from one CI run.
 # The scripts that run SwiftPM (test, bench, fuzz, demo) call this when they exit: it removes
-# those made since the script started (PICONET_STARTED) that still hold nothing else. SwiftPM's lock files (one per build folder) and the compiler's
-# swift-generated-sources (one file per macro expansion) stay: fixed names, reused by every build,
-# so they do not pile up; and the locks are what keep two builds out of one folder.
+# those made since the script started (PICONET_STARTED) that still hold nothing else. SwiftPM's
+# lock files (one per build folder) and the compiler's swift-generated-sources (one file per macro
+# expansion) stay: fixed names, reused by every build, so they do not pile up; and the locks are
+# what keep two builds out of one folder.
 swiftpm_leftovers() {
   local since=$(( PICONET_STARTED - 1 )) d
   find "${TMPDIR:-/tmp}" -maxdepth 1 -type d -name 'TemporaryDirectory.*' -newermt "@$since" 2>/dev/null |
