@@ -127,10 +127,11 @@ struct LinkTable {
     /// as many releases), and every take-out and put-back moved it (a kilobyte `memcpy` each,
     /// several per message). Boxed, a link stays where it is while the hot path works on it
     /// (`takeBox`, `putBack`: the box leaves and re-enters the table, the link does not move;
-    /// issue 13). `slotOf` finds a link's slot; a free slot is nil, listed in `freeSlots`.
+    /// issue 13). `slotOf` finds a link's slot (a `LinkSlotMap`: no SipHash per lookup); a free
+    /// slot is nil, listed in `freeSlots`.
     private var slots: [LinkBox?] = []
     private var freeSlots: [Int] = []
-    private var slotOf: [UInt32: Int] = [:]
+    private var slotOf = LinkSlotMap()
     /// The established link of each peer in the session.
     private(set) var peerLinks: [PeerID: UInt32] = [:]
     /// Responder links by (initiator address, initiator index).
@@ -145,7 +146,7 @@ struct LinkTable {
 
     var count: Int { slotOf.count }
     var isEmpty: Bool { slotOf.isEmpty }
-    var indices: [UInt32] { Array(slotOf.keys) }
+    var indices: [UInt32] { slotOf.keysInTable }
     /// Every link, in no particular order (a copy of each: for tests and cold paths).
     var values: [Link] { slots.compactMap { $0?.link } }
     /// Peers with an established link.
@@ -184,16 +185,16 @@ struct LinkTable {
     private mutating func place(_ index: UInt32, _ box: LinkBox) {
         if let s = freeSlots.popLast() {
             slots[s] = box
-            slotOf[index] = s
+            slotOf.set(index, s)
         } else {
-            slotOf[index] = slots.count
+            slotOf.set(index, slots.count)
             slots.append(box)
         }
     }
 
     private mutating func release(_ index: UInt32, slot s: Int) {
         slots[s] = nil
-        slotOf[index] = nil
+        slotOf.remove(index)
         freeSlots.append(s)
     }
 
@@ -217,7 +218,7 @@ struct LinkTable {
     /// path's `take`. Its index entries stay; `putBack` returns it, or `forget` the link.
     mutating func takeBox(_ index: UInt32) -> LinkBox? {
         touched.append(index)
-        guard let s = slotOf.removeValue(forKey: index) else { return nil }
+        guard let s = slotOf.remove(index) else { return nil }
         freeSlots.append(s)
         defer { slots[s] = nil }
         return uniqueBox(s)   // the caller writes to it
@@ -289,10 +290,10 @@ struct LinkTable {
 
     /// The earliest deadline of any link, also right between a write and the next refresh
     /// (a call that threw half-way): the heap's top, or a touched link's own deadline.
-    func nextDeadline(_ deadline: (Link) -> Instant?) -> Instant? {
+    func nextDeadline(_ deadline: (inout Link) -> Instant?) -> Instant? {
         var best = deadlines.earliest
         for i in touched {
-            guard let d = self[i].flatMap(deadline) else { continue }
+            guard let d = peek(i, deadline) ?? nil else { continue }
             best = best.map { min($0, d) } ?? d
         }
         return best

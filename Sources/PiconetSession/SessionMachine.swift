@@ -42,6 +42,9 @@ import PiconetWire
 public struct SessionMachine {
     public let identity: PeerIdentity
     public let configuration: SessionConfiguration
+    /// The three durations a link's deadline depends on, out of `configuration` (copying the
+    /// whole configuration to refresh a deadline retained each of its arrays: issue 13).
+    let timeouts: LinkTimeouts
     /// Random per process start; tells a resuming peer from a restarted one.
     public let instance: UInt64
     public internal(set) var statistics = SessionStatistics()
@@ -84,6 +87,8 @@ public struct SessionMachine {
     public init<R: RandomNumberGenerator>(identity: PeerIdentity, configuration: SessionConfiguration, random: inout R) {
         self.identity = identity
         self.configuration = configuration
+        timeouts = LinkTimeouts(keepAliveInterval: configuration.keepAliveInterval, lostTimeout: configuration.lostTimeout,
+                                resumeWindow: configuration.resumeWindow)
         rng = SessionRandom(&random)
         instance = rng.next() | 1
         admission = HandshakeAdmission(configuration: configuration, secret: rng.bytes(32))

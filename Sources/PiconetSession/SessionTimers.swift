@@ -27,19 +27,21 @@ extension SessionMachine {
 
     /// When `timerFired` must run next (nil: nothing pending): the top of the deadline heap, O(1).
     public var nextDeadline: Instant? {
-        let c = configuration
-        return table.nextDeadline { SessionMachine.deadline(of: $0, configuration: c) }
+        let t = timeouts
+        return table.nextDeadline { SessionMachine.deadline(of: &$0, timeouts: t) }
     }
 
     /// Records the new deadline of each link this call touched (at the end of every input).
     mutating func refreshDeadlines() {
-        let c = configuration
-        table.refreshDeadlines { SessionMachine.deadline(of: $0, configuration: c) }
+        let t = timeouts
+        table.refreshDeadlines { SessionMachine.deadline(of: &$0, timeouts: t) }
     }
 
     /// When link `l` next needs `timerFired` (nil: never, until an input changes it). Everything
     /// `tickPending`/`tickEstablished` acts on must be here, or a link would never be ticked.
-    static func deadline(of l: Link, configuration: SessionConfiguration) -> Instant? {
+    /// `l` is only read; `inout` passes the link where it lies (taken by value, a call that was
+    /// not inlined copied the whole link, about a kilobyte, per refresh: callgrind, issue 13).
+    static func deadline(of l: inout Link, timeouts: LinkTimeouts) -> Instant? {
         var best = l.expiresAt
         func consider(_ d: Instant?) {
             guard let d else { return }
@@ -50,12 +52,12 @@ extension SessionMachine {
         case .established:
             if l.liveness.lost {
                 consider(l.liveness.nextProbe)
-                consider(l.liveness.lastHeard + configuration.lostTimeout + configuration.resumeWindow)
+                consider(l.liveness.lastHeard + timeouts.lostTimeout + timeouts.resumeWindow)
             } else {
                 consider(l.channels.sender.nextDeadline)
                 consider(l.channels.ackDue)
-                consider(l.liveness.lastSent + configuration.keepAliveInterval)
-                consider(l.liveness.lastHeard + configuration.lostTimeout)
+                consider(l.liveness.lastSent + timeouts.keepAliveInterval)
+                consider(l.liveness.lastHeard + timeouts.lostTimeout)
             }
         default: break
         }
@@ -130,4 +132,11 @@ extension SessionMachine {
         }
         return true
     }
+}
+
+/// What a link's deadline depends on besides the link (`SessionMachine.deadline(of:timeouts:)`).
+struct LinkTimeouts {
+    var keepAliveInterval: Duration
+    var lostTimeout: Duration
+    var resumeWindow: Duration
 }

@@ -60,7 +60,10 @@ import Testing
 
     /// The old definition: a walk of every link.
     static func walked(_ m: SessionMachine) -> Instant? {
-        m.table.values.compactMap { SessionMachine.deadline(of: $0, configuration: m.configuration) }.min()
+        m.table.values.compactMap { l in
+            var l = l
+            return SessionMachine.deadline(of: &l, timeouts: m.timeouts)
+        }.min()
     }
 
     static func machine() -> SessionMachine {

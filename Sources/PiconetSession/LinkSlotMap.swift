@@ -1,0 +1,111 @@
+/// Link index → slot, for `LinkTable`: an open-addressing hash table with linear probing.
+///
+/// A `Dictionary` hashes each key with SipHash (seeded, built for keys an attacker picks);
+/// a message looked its link up, took it out and put it back, 8-9 hashed operations of about
+/// 100-250 instructions each (callgrind, issue 13). The keys here are our own link indices,
+/// drawn at random (`LinkTable.freshIndex`): a multiplication spreads them, and a lookup
+/// with an index a peer made up only probes, it never inserts. The table stays at most half
+/// full, so a probe run stays short; deletion shifts the run back (no tombstones to pile up).
+struct LinkSlotMap {
+    /// A free bucket: keys are 32-bit, so this 64-bit value is never one.
+    private static let free = UInt64.max
+    private var keys: [UInt64]
+    private var values: [Int]
+    /// `keys.count - 1` (a power of two less one).
+    private var mask: Int
+    private var shift: UInt64
+    private(set) var count = 0
+
+    init() {
+        keys = [UInt64](repeating: Self.free, count: 8)
+        values = [Int](repeating: 0, count: 8)
+        mask = 7
+        shift = 61
+    }
+
+    var isEmpty: Bool { count == 0 }
+
+    /// Every key, in no particular order.
+    var keysInTable: [UInt32] {
+        var out: [UInt32] = []
+        out.reserveCapacity(count)
+        for k in keys where k != Self.free { out.append(UInt32(truncatingIfNeeded: k)) }
+        return out
+    }
+
+    @inline(__always) private func home(_ key: UInt32) -> Int {
+        // Fibonacci hashing: the top bits of the product.
+        Int(truncatingIfNeeded: (UInt64(key) &* 0x9E37_79B9_7F4A_7C15) >> shift)
+    }
+
+    /// The bucket holding `key`, or nil.
+    @inline(__always) private func bucket(of key: UInt32) -> Int? {
+        let k = UInt64(key)
+        var b = home(key)
+        while true {
+            let here = keys[b]
+            if here == k { return b }
+            if here == Self.free { return nil }
+            b = (b &+ 1) & mask
+        }
+    }
+
+    subscript(key: UInt32) -> Int? {
+        guard let b = bucket(of: key) else { return nil }
+        return values[b]
+    }
+
+    /// Sets `key`'s slot (a new key or a changed one).
+    mutating func set(_ key: UInt32, _ value: Int) {
+        if (count + 1) * 2 > keys.count { grow() }
+        let k = UInt64(key)
+        var b = home(key)
+        while true {
+            let here = keys[b]
+            if here == k { values[b] = value; return }
+            if here == Self.free {
+                keys[b] = k
+                values[b] = value
+                count += 1
+                return
+            }
+            b = (b &+ 1) & mask
+        }
+    }
+
+    /// Removes `key`; returns its slot (nil: not in the map).
+    @discardableResult
+    mutating func remove(_ key: UInt32) -> Int? {
+        guard var hole = bucket(of: key) else { return nil }
+        let removed = values[hole]
+        // Backward-shift deletion: move later members of the run into the hole when the hole
+        // lies on their way from their home bucket, so every key stays reachable by probing.
+        var b = (hole &+ 1) & mask
+        while keys[b] != Self.free {
+            let h = home(UInt32(truncatingIfNeeded: keys[b]))
+            // Distance from home to b, and from home to the hole, both going forward (wrapping).
+            if (b &- h) & mask >= (hole &- h) & mask {
+                keys[hole] = keys[b]
+                values[hole] = values[b]
+                hole = b
+            }
+            b = (b &+ 1) & mask
+        }
+        keys[hole] = Self.free
+        count -= 1
+        return removed
+    }
+
+    private mutating func grow() {
+        let oldKeys = keys, oldValues = values
+        let size = keys.count * 2
+        keys = [UInt64](repeating: Self.free, count: size)
+        values = [Int](repeating: 0, count: size)
+        mask = size - 1
+        shift -= 1
+        count = 0
+        for i in oldKeys.indices where oldKeys[i] != Self.free {
+            set(UInt32(truncatingIfNeeded: oldKeys[i]), oldValues[i])
+        }
+    }
+}
