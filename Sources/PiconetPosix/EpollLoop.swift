@@ -74,6 +74,28 @@ public final class EpollLoop: EventLoop {
         var handler: (Events) -> Void
     }
 
+    /// The registrations by descriptor: an array indexed by the descriptor's number (the kernel
+    /// hands out the lowest free one, so it stays as long as the highest open descriptor),
+    /// found by one bounds check per event instead of a hashed dictionary lookup (issue 13).
+    private struct EntryTable {
+        private var byDescriptor: [Entry?] = []
+        private(set) var count = 0
+
+        subscript(fd: CInt) -> Entry? {
+            get { fd >= 0 && Int(fd) < byDescriptor.count ? byDescriptor[Int(fd)] : nil }
+            set {
+                guard fd >= 0 else { return }
+                let i = Int(fd)
+                if i >= byDescriptor.count {
+                    guard newValue != nil else { return }
+                    byDescriptor.append(contentsOf: repeatElement(nil, count: i + 1 - byDescriptor.count))
+                }
+                count += (newValue != nil ? 1 : 0) - (byDescriptor[i] != nil ? 1 : 0)
+                byDescriptor[i] = newValue
+            }
+        }
+    }
+
     private let epoll: OwnedDescriptor
     private let timerFD: OwnedDescriptor
     private var signalFD: OwnedDescriptor?
@@ -86,7 +108,7 @@ public final class EpollLoop: EventLoop {
     // before its body runs, a handler is called on a copy of its entry), so the check could
     // never fire; yet each was a runtime call with a thread-local lookup, done cold on every
     // wake-up, the first Swift code after the sleep (`perf`: 2-3 % of a one-way message, issue 13).
-    @exclusivity(unchecked) private var entries: [CInt: Entry] = [:]
+    @exclusivity(unchecked) private var entries = EntryTable()
     private var nextID: UInt32 = 1
     @exclusivity(unchecked) private var timers = TimerQueue<TimerBody>()
     /// The deadline the timerfd is armed for, nil when disarmed.

@@ -10,13 +10,13 @@ import PiconetLoop
 /// Indexed rather than lazily invalidated: each link keeps the handle of its entry in the shared
 /// `IndexedHeap`, so a moved deadline is re-sifted in place and the heap never holds stale
 /// entries (its size is the number of links with a deadline, bounded by the machine's admission
-/// rules). Link indices are random 32-bit numbers, hence the dictionary from index to handle; it
-/// changes only when a link gains or loses its deadline, not on every sift. Steady state
+/// rules). Link indices are random 32-bit numbers, hence the map from index to handle (a
+/// `LinkIndexMap`); it changes only when a link gains or loses its deadline, not on every sift. Steady state
 /// allocates nothing: updates overwrite entries, removals keep the storage.
 struct LinkDeadlines {
     private var heap = IndexedHeap<Instant, UInt32>()
     /// The heap handle of each link with a deadline.
-    private var handles: [UInt32: HeapHandle] = [:]
+    private var handles = LinkIndexMap<HeapHandle>()
 
     var count: Int { heap.count }
     var isEmpty: Bool { heap.isEmpty }
@@ -33,13 +33,13 @@ struct LinkDeadlines {
         if let h = handles[index] {
             heap.update(h, key: deadline)
         } else {
-            handles[index] = heap.insert(index, key: deadline)
+            handles.set(index, heap.insert(index, key: deadline))
         }
     }
 
     /// Forgets link `index` (a no-op when it has no deadline).
     mutating func remove(_ index: UInt32) {
-        guard let h = handles.removeValue(forKey: index) else { return }
+        guard let h = handles.remove(index) else { return }
         heap.remove(h)
     }
 
@@ -47,7 +47,7 @@ struct LinkDeadlines {
     /// removes their entries (the caller works on them, then records their new deadlines).
     mutating func popDue(at now: Instant, into due: inout [UInt32]) {
         while let top = heap.minimumKey, top <= now, let link = heap.popMinimum() {
-            handles[link.value] = nil
+            handles.remove(link.value)
             due.append(link.value)
         }
     }

@@ -127,11 +127,11 @@ struct LinkTable {
     /// as many releases), and every take-out and put-back moved it (a kilobyte `memcpy` each,
     /// several per message). Boxed, a link stays where it is while the hot path works on it
     /// (`takeBox`, `putBack`: the box leaves and re-enters the table, the link does not move;
-    /// issue 13). `slotOf` finds a link's slot (a `LinkSlotMap`: no SipHash per lookup); a free
+    /// issue 13). `slotOf` finds a link's slot (a `LinkIndexMap`: no SipHash per lookup); a free
     /// slot is nil, listed in `freeSlots`.
     private var slots: [LinkBox?] = []
     private var freeSlots: [Int] = []
-    private var slotOf = LinkSlotMap()
+    private var slotOf = LinkIndexMap<Int>()
     /// The established link of each peer in the session.
     private(set) var peerLinks: [PeerID: UInt32] = [:]
     /// Responder links by (initiator address, initiator index).

@@ -2,8 +2,8 @@ import Testing
 
 @testable import PiconetSession
 
-/// The link table's index → slot map against a `Dictionary` doing the same operations.
-@Suite struct LinkSlotMapTests {
+/// The link index map (the link table's slots, the deadline handles) against a `Dictionary` doing the same operations.
+@Suite struct LinkIndexMapTests {
     /// A deterministic generator (SplitMix64), so a failure repeats.
     struct Mix {
         var state: UInt64
@@ -16,7 +16,7 @@ import Testing
         }
     }
 
-    static func check(_ map: LinkSlotMap, _ model: [UInt32: Int], probes: [UInt32]) {
+    static func check(_ map: LinkIndexMap<Int>, _ model: [UInt32: Int], probes: [UInt32]) {
         #expect(map.count == model.count)
         #expect(map.isEmpty == model.isEmpty)
         #expect(map.keysInTable.sorted() == model.keys.sorted())
@@ -29,7 +29,7 @@ import Testing
     @Test(arguments: [1, 2, 3, 4])
     func agreesWithADictionary(seed: UInt64) {
         var rng = Mix(state: seed)
-        var map = LinkSlotMap()
+        var map = LinkIndexMap<Int>()
         var model: [UInt32: Int] = [:]
         let space = UInt64(seed == 4 ? 100_000 : 600)
         for step in 0..<20_000 {
@@ -61,7 +61,7 @@ import Testing
         let sharing = Array((1...10_000).lazy.map { UInt32($0) }.filter { home($0) == 3 }.prefix(3))
         let next = (1...10_000).lazy.map { UInt32($0) }.first { home($0) == 4 }!
         let keys = sharing + [next]
-        var map = LinkSlotMap()
+        var map = LinkIndexMap<Int>()
         for (i, k) in keys.enumerated() { map.set(k, i) }
         #expect(map.remove(keys[1]) == 1)
         for (i, k) in keys.enumerated() where i != 1 { #expect(map[k] == i) }

@@ -1,16 +1,18 @@
-/// Link index → slot, for `LinkTable`: an open-addressing hash table with linear probing.
+/// Link index → value (`LinkTable`'s slots, `LinkDeadlines`' heap handles): an open-addressing
+/// hash table with linear probing.
 ///
 /// A `Dictionary` hashes each key with SipHash (seeded, built for keys an attacker picks);
-/// a message looked its link up, took it out and put it back, 8-9 hashed operations of about
-/// 100-250 instructions each (callgrind, issue 13). The keys here are our own link indices,
+/// a message looked its link up, took it out, put it back and moved its deadline, 10-11 hashed
+/// operations of about 100-250 instructions each (callgrind, issue 13). The keys here are our own link indices,
 /// drawn at random (`LinkTable.freshIndex`): a multiplication spreads them, and a lookup
 /// with an index a peer made up only probes, it never inserts. The table stays at most half
 /// full, so a probe run stays short; deletion shifts the run back (no tombstones to pile up).
-struct LinkSlotMap {
+struct LinkIndexMap<Value> {
     /// A free bucket: keys are 32-bit, so this 64-bit value is never one.
-    private static let free = UInt64.max
+    private static var free: UInt64 { .max }
     private var keys: [UInt64]
-    private var values: [Int]
+    /// nil in a free bucket.
+    private var values: [Value?]
     /// `keys.count - 1` (a power of two less one).
     private var mask: Int
     private var shift: UInt64
@@ -18,7 +20,7 @@ struct LinkSlotMap {
 
     init() {
         keys = [UInt64](repeating: Self.free, count: 8)
-        values = [Int](repeating: 0, count: 8)
+        values = [Value?](repeating: nil, count: 8)
         mask = 7
         shift = 61
     }
@@ -50,13 +52,13 @@ struct LinkSlotMap {
         }
     }
 
-    subscript(key: UInt32) -> Int? {
+    subscript(key: UInt32) -> Value? {
         guard let b = bucket(of: key) else { return nil }
         return values[b]
     }
 
-    /// Sets `key`'s slot (a new key or a changed one).
-    mutating func set(_ key: UInt32, _ value: Int) {
+    /// Sets `key`'s value (a new key or a changed one).
+    mutating func set(_ key: UInt32, _ value: Value) {
         if (count + 1) * 2 > keys.count { grow() }
         let k = UInt64(key)
         var b = home(key)
@@ -73,9 +75,9 @@ struct LinkSlotMap {
         }
     }
 
-    /// Removes `key`; returns its slot (nil: not in the map).
+    /// Removes `key`; returns its value (nil: not in the map).
     @discardableResult
-    mutating func remove(_ key: UInt32) -> Int? {
+    mutating func remove(_ key: UInt32) -> Value? {
         guard var hole = bucket(of: key) else { return nil }
         let removed = values[hole]
         // Backward-shift deletion: move later members of the run into the hole when the hole
@@ -92,6 +94,7 @@ struct LinkSlotMap {
             b = (b &+ 1) & mask
         }
         keys[hole] = Self.free
+        values[hole] = nil
         count -= 1
         return removed
     }
@@ -100,12 +103,12 @@ struct LinkSlotMap {
         let oldKeys = keys, oldValues = values
         let size = keys.count * 2
         keys = [UInt64](repeating: Self.free, count: size)
-        values = [Int](repeating: 0, count: size)
+        values = [Value?](repeating: nil, count: size)
         mask = size - 1
         shift -= 1
         count = 0
         for i in oldKeys.indices where oldKeys[i] != Self.free {
-            set(UInt32(truncatingIfNeeded: oldKeys[i]), oldValues[i])
+            if let v = oldValues[i] { set(UInt32(truncatingIfNeeded: oldKeys[i]), v) }
         }
     }
 }
