@@ -134,6 +134,9 @@ struct LinkTable {
     private var slotOf = LinkIndexMap<Int>()
     /// The established link of each peer in the session.
     private(set) var peerLinks: [PeerID: UInt32] = [:]
+    /// The peer a send last looked up, and its entry in `peerLinks` (`sendLinkIndex(of:)`);
+    /// cleared whenever `peerLinks` changes.
+    private var lastSent: (peer: PeerID, index: UInt32)?
     /// Responder links by (initiator address, initiator index).
     private(set) var origins: [Origin: UInt32] = [:]
     /// Each link's next deadline, refreshed from `touched` at the end of every machine call.
@@ -243,8 +246,21 @@ struct LinkTable {
     func linkIndex(of peer: PeerID) -> UInt32? { peerLinks[peer] }
     func link(of peer: PeerID) -> Link? { peerLinks[peer].flatMap { self[$0] } }
 
+    /// `linkIndex(of:)` for sends: a node sends to the same peer message after message, and
+    /// each lookup hashed the peer's 16 bytes (~380 instructions per message: callgrind, issue 13),
+    /// so the last answer is kept, while `peerLinks` stays as it was.
+    mutating func sendLinkIndex(of peer: PeerID) -> UInt32? {
+        if let last = lastSent, last.peer == peer { return last.index }
+        guard let i = peerLinks[peer] else { return nil }
+        lastSent = (peer, i)
+        return i
+    }
+
     /// Makes `index` the one link serving `peer`.
-    mutating func setLink(_ index: UInt32, of peer: PeerID) { peerLinks[peer] = index }
+    mutating func setLink(_ index: UInt32, of peer: PeerID) {
+        peerLinks[peer] = index
+        lastSent = nil
+    }
 
     func origin(address: EndpointAddress, index: UInt32) -> UInt32? { origins[Origin(address: address, index: index)] }
     mutating func setOrigin(address: EndpointAddress, index: UInt32, link: UInt32) {
@@ -268,7 +284,10 @@ struct LinkTable {
     /// Clears the index entries of a link already out of the table (taken, then ended).
     mutating func forget(_ l: Link) {
         if !l.initiator { origins[Origin(address: l.address, index: l.remoteIndex)] = nil }
-        if let p = l.peer, peerLinks[p] == l.index { peerLinks[p] = nil }
+        if let p = l.peer, peerLinks[p] == l.index {
+            peerLinks[p] = nil
+            lastSent = nil
+        }
     }
 
     /// Records the new deadline of every touched link (`deadline` of a link; a link no longer

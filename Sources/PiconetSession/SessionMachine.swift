@@ -175,7 +175,7 @@ public struct SessionMachine {
         var lone: UInt32?
         for p in peers {
             // Read in place (`peek`): a copy of the link here cost more than sealing the message.
-            guard let i = table.linkIndex(of: p),
+            guard let i = table.sendLinkIndex(of: p),
                   let (stalled, datagramSize) = table.peek(i, { ($0.channels.sender.isStalled, $0.datagramSize) })
             else { throw .notConnected(p) }
             if mode == .reliable, stalled { throw .stalled }
@@ -385,15 +385,20 @@ public struct SessionMachine {
     /// a `.received` payload takes the next data frame's payload; an array still shared (a
     /// transport or an event consumer kept it) is copied on its next write, never changed.
     public mutating func recycle(_ spent: inout [SessionAction]) {
-        for case let .send(bytes, _) in spent
-        where spareDatagrams.count < Self.spareDatagramLimit && bytes.capacity <= Self.spareDatagramCapacity {
-            spareDatagrams.append(bytes)
+        // Each action moved out of the array once (two pattern loops copied every one, and
+        // `removeAll(keepingCapacity:)` took a generic path: ~400 instructions a message).
+        while let action = spent.popLast() {
+            switch consume action {
+            case let .send(bytes, _):
+                if spareDatagrams.count < Self.spareDatagramLimit && bytes.capacity <= Self.spareDatagramCapacity {
+                    spareDatagrams.append(bytes)
+                }
+            case let .event(.received(bytes, _, _)):
+                if sparePayload.capacity == 0 && bytes.capacity <= Self.spareDatagramCapacity { sparePayload = bytes }
+            default:
+                break
+            }
         }
-        for case let .event(.received(bytes, _, _)) in spent
-        where sparePayload.capacity == 0 && bytes.capacity <= Self.spareDatagramCapacity {
-            sparePayload = bytes
-        }
-        spent.removeAll(keepingCapacity: true)
         guard actions.isEmpty, actions.capacity == 0 else { return }
         swap(&actions, &spent)
     }

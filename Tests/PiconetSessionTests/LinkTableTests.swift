@@ -54,6 +54,29 @@ import Testing
         #expect(t.linkIndex(of: LinkTableTests.peer) == nil)
     }
 
+    /// The send lookup keeps its last answer; every change of the peer's entry clears it.
+    @Test func theSendLookupFollowsEveryChangeOfThePeersLink() {
+        var t = LinkTable()
+        let peer = LinkTableTests.peer, other = PeerIdentity(displayName: "q").peerID
+        #expect(t.sendLinkIndex(of: peer) == nil)
+        t[1] = LinkTableTests.link(1, initiator: true, peer: peer, phase: .established)
+        t.setLink(1, of: peer)
+        #expect(t.sendLinkIndex(of: peer) == 1 && t.sendLinkIndex(of: peer) == 1)
+        // Resumed over a new handshake: the peer's link is another one.
+        t[2] = LinkTableTests.link(2, initiator: true, peer: peer, phase: .established)
+        t.setLink(2, of: peer)
+        #expect(t.sendLinkIndex(of: peer) == 2)
+        #expect(t.sendLinkIndex(of: other) == nil, "another peer is not the cached one")
+        t[3] = LinkTableTests.link(3, initiator: true, peer: other, phase: .established)
+        t.setLink(3, of: other)
+        #expect(t.sendLinkIndex(of: other) == 3 && t.sendLinkIndex(of: peer) == 2)
+        // Forgetting the older link leaves the entry; removing the current one clears it.
+        t.remove(1)
+        #expect(t.sendLinkIndex(of: peer) == 2)
+        t.remove(2)
+        #expect(t.sendLinkIndex(of: peer) == nil && t.sendLinkIndex(of: other) == 3)
+    }
+
     @Test func aMovedResponderLinkDropsItsOldOrigin() {
         var t = LinkTable()
         let old = EndpointAddress.memory(node: 3, port: 9)
