@@ -79,7 +79,9 @@ public final class EpollLoop: EventLoop {
     /// found by one bounds check per event instead of a hashed dictionary lookup (issue 13).
     private struct EntryTable {
         private var byDescriptor: [Entry?] = []
-        private(set) var count = 0
+
+        /// Registrations held (a walk: tests and diagnostics ask, the loop never does).
+        var count: Int { byDescriptor.reduce(0) { $0 + ($1 == nil ? 0 : 1) } }
 
         subscript(fd: CInt) -> Entry? {
             get { fd >= 0 && Int(fd) < byDescriptor.count ? byDescriptor[Int(fd)] : nil }
@@ -90,7 +92,6 @@ public final class EpollLoop: EventLoop {
                     guard newValue != nil else { return }
                     byDescriptor.append(contentsOf: repeatElement(nil, count: i + 1 - byDescriptor.count))
                 }
-                count += (newValue != nil ? 1 : 0) - (byDescriptor[i] != nil ? 1 : 0)
                 byDescriptor[i] = newValue
             }
         }

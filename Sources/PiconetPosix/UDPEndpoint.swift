@@ -128,9 +128,9 @@ public final class UDPEndpoint: DatagramEndpoint {
         public var kernelDropped = 0
     }
 
-    // The stored `var`s below (not the two lazy ones, made once) are exempt from dynamic exclusivity
-    // checks, as EpollLoop's state is: the endpoint lives on its loop's thread (not Sendable), and every access is a read,
-    // an increment or a swap that ends before any callback runs (a handler is read, then called;
+    // The stored `var`s below (not the two lazy ones, made once) are exempt from dynamic
+    // exclusivity checks, as EpollLoop's state is: the endpoint lives on its loop's thread (not
+    // Sendable), and every access is a read, an increment or a swap that ends before any callback runs (a handler is read, then called;
     // `deliver` swaps its buffer out, calls `onDatagram`, swaps it back), so the check could never
     // fire; yet each was a runtime call with a thread-local lookup, about ten per message sent and
     // received (callgrind, issue 13).

@@ -11,8 +11,8 @@ import PiconetLoop
 /// `IndexedHeap`, so a moved deadline is re-sifted in place and the heap never holds stale
 /// entries (its size is the number of links with a deadline, bounded by the machine's admission
 /// rules). Link indices are random 32-bit numbers, hence the map from index to handle (a
-/// `LinkIndexMap`); it changes only when a link gains or loses its deadline, not on every sift. Steady state
-/// allocates nothing: updates overwrite entries, removals keep the storage.
+/// `LinkIndexMap`); it changes only when a link gains or loses its deadline, not on every sift.
+/// Steady state allocates nothing: updates overwrite entries, removals keep the storage.
 struct LinkDeadlines {
     private var heap = IndexedHeap<Instant, UInt32>()
     /// The heap handle of each link with a deadline.

@@ -136,7 +136,7 @@ struct LinkTable {
     private(set) var peerLinks: [PeerID: UInt32] = [:]
     /// The peer a send last looked up, and its entry in `peerLinks` (`sendLinkIndex(of:)`);
     /// cleared whenever `peerLinks` changes.
-    private var lastSent: (peer: PeerID, index: UInt32)?
+    private var lastSendTarget: (peer: PeerID, index: UInt32)?
     /// Responder links by (initiator address, initiator index).
     private(set) var origins: [Origin: UInt32] = [:]
     /// Each link's next deadline, refreshed from `touched` at the end of every machine call.
@@ -247,19 +247,19 @@ struct LinkTable {
     func link(of peer: PeerID) -> Link? { peerLinks[peer].flatMap { self[$0] } }
 
     /// `linkIndex(of:)` for sends: a node sends to the same peer message after message, and
-    /// each lookup hashed the peer's 16 bytes (~380 instructions per message: callgrind, issue 13),
-    /// so the last answer is kept, while `peerLinks` stays as it was.
+    /// each lookup hashed the peer's 16 bytes (~380 instructions per message: callgrind, issue
+    /// 13), so the last answer is kept until `peerLinks` changes.
     mutating func sendLinkIndex(of peer: PeerID) -> UInt32? {
-        if let last = lastSent, last.peer == peer { return last.index }
+        if let last = lastSendTarget, last.peer == peer { return last.index }
         guard let i = peerLinks[peer] else { return nil }
-        lastSent = (peer, i)
+        lastSendTarget = (peer, i)
         return i
     }
 
     /// Makes `index` the one link serving `peer`.
     mutating func setLink(_ index: UInt32, of peer: PeerID) {
         peerLinks[peer] = index
-        lastSent = nil
+        lastSendTarget = nil
     }
 
     func origin(address: EndpointAddress, index: UInt32) -> UInt32? { origins[Origin(address: address, index: index)] }
@@ -286,7 +286,7 @@ struct LinkTable {
         if !l.initiator { origins[Origin(address: l.address, index: l.remoteIndex)] = nil }
         if let p = l.peer, peerLinks[p] == l.index {
             peerLinks[p] = nil
-            lastSent = nil
+            lastSendTarget = nil
         }
     }
 

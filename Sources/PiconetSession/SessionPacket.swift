@@ -62,6 +62,9 @@ struct LocatedSealedFrame: Equatable {
     /// i.e. the datagram's first `associatedLength` bytes.
     static let associatedLength = FrameHeader.length + SealedFrame.fixedLength
 
+    /// The frame types a sealed frame may carry (0x01, the handshake, travels in the clear).
+    static let sealedTypes = FrameType.invitation.rawValue...0x1F
+
     var bodyCount: Int { end - bodyStart }
 
     private init(type: FrameType, encrypted: Bool, receiverIndex: UInt32, counter: UInt64, bodyStart: Int, end: Int) {
@@ -78,7 +81,7 @@ struct LocatedSealedFrame: Equatable {
     /// Bytes after the frame are left to the caller.
     init(parsing r: inout ByteReader) throws(WireError) {
         let header = try FrameHeader(parsing: &r)
-        guard header.type.rawValue >= FrameType.invitation.rawValue, header.type.rawValue <= 0x1F else {
+        guard Self.sealedTypes.contains(header.type.rawValue) else {
             throw .invalidValue(field: "frame type", reason: "\(header.type) is not a sealed session frame")
         }
         guard header.flags & ~SealedFrame.encryptedFlag == 0 else {
@@ -119,8 +122,7 @@ struct LocatedSealedFrame: Equatable {
             let t = raw[1], flags = raw[2]
             let payloadLength = Int(UInt16(littleEndian: raw.loadUnaligned(fromByteOffset: 4, as: UInt16.self)))
             guard raw[0] == FrameHeader.currentVersion, raw[3] == 0,
-                  t >= FrameType.invitation.rawValue, t <= 0x1F, t != FrameType.handshake.rawValue,
-                  let type = FrameType(rawValue: t),
+                  Self.sealedTypes.contains(t), let type = FrameType(rawValue: t),
                   flags & ~SealedFrame.encryptedFlag == 0,
                   payloadLength == raw.count - FrameHeader.length
             else { return nil }
