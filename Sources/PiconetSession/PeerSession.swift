@@ -219,7 +219,7 @@ public final class PeerSession {
     }
 #endif
 
-    private func rearm() { timer.follow(machine.nextDeadline) }
+    private func rearm() { timer.follow(machine.deadlineToArm()) }
 }
 
 /// Lets a session run over a connected `MessageEndpoint` (TCP framed, L2CAP):

@@ -245,19 +245,22 @@ public struct ReliableSender: Sendable {
     /// When `poll` has something to do: `now`-ish (`.zero`) when unsent fragments fit in the
     /// window, else the earliest retransmission deadline — or a time before it (the floor is
     /// not raised when acks remove fragments; a poll then walks once and makes it exact).
+    /// Inlined: a call from a link's deadline copied the whole sender (~300 bytes) first.
     public var nextDeadline: Instant? {
-        let windowEnd = acknowledgedUpTo &+ UInt64(inFlightLimit)
-        if windowEnd < sendNext {
-            var earliest: Instant?
-            var i = head
-            while i < fragments.count, fragments[i].seq < windowEnd {
-                if !fragments[i].sacked, let d = fragments[i].deadline { earliest = earliest.map { min($0, d) } ?? d }
-                i += 1
+        @inline(__always) get {
+            let windowEnd = acknowledgedUpTo &+ UInt64(inFlightLimit)
+            if windowEnd < sendNext {
+                var earliest: Instant?
+                var i = head
+                while i < fragments.count, fragments[i].seq < windowEnd {
+                    if !fragments[i].sacked, let d = fragments[i].deadline { earliest = earliest.map { min($0, d) } ?? d }
+                    i += 1
+                }
+                return earliest
             }
-            return earliest
+            if sendNext < nextSeq, sendNext < windowEnd { return .zero }
+            return deadlineFloor
         }
-        if sendNext < nextSeq, sendNext < windowEnd { return .zero }
-        return deadlineFloor
     }
 
     /// Applies an acknowledgement. Returns true when this ack ended a stall (emit `.unstalled`).
