@@ -559,6 +559,11 @@ public final class UDPEndpoint: DatagramEndpoint {
             pool.prepareForReceive(wanted)
             let outcome = Result { () throws(IOError) in try Sys.recvmmsg(socket.rawValue, pool.headers, count: wanted) }
             switch outcome {
+            case .success(.wouldBlock): pool.receiveEnded(wanted: wanted, received: 0)
+            case let .success(.processed(count)): pool.receiveEnded(wanted: wanted, received: count)
+            case .failure: pool.receiveEnded(wanted: wanted, received: nil)
+            }
+            switch outcome {
             case .success(.wouldBlock):
                 return
             case .failure:

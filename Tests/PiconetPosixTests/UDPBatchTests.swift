@@ -42,6 +42,59 @@ import Testing
         for e in [receiver, first, second] { e.close() }
     }
 
+    /// The receive pool re-arms only the slots a receive wrote (the kernel shrinks each one's
+    /// address and control lengths to what it used). A wake-up capped below twice the pool
+    /// (6 = 4 + 2 with a pool of 4) writes slots 0-3, then 0-1; a lone datagram and a short batch
+    /// follow; then a coalesced (GRO) buffer, which carries one more control message than any
+    /// before it, lands in slot 3: a control buffer left at one message's length would cut its
+    /// IP_PKTINFO. Every datagram must bring its source, its bytes and its interface.
+    @Test func slotsWrittenByEarlierShortOrCappedReceivesAreReArmed() throws {
+        let loop = try EpollLoop()
+        var options = UDPEndpoint.Options()
+        options.receiveBatchSize = 4
+        options.maximumDatagramsPerWakeUp = 6
+        options.receiveOffload = true
+        let receiver = try UDPEndpoint(loop: loop, bindTo: .loopback(port: 0), options: options)
+        #expect(receiver.isReceiveOffloadActive, "this kernel (Linux ≥ 5.0) takes UDP_GRO")
+        var gso = UDPEndpoint.Options()
+        gso.segmentationOffload = true
+        let first = try UDPEndpoint(loop: loop, bindTo: .loopback(port: 0))
+        let second = try UDPEndpoint(loop: loop, bindTo: .loopback(port: 0), options: gso)
+        var got: [Datagram] = []
+        var wanted = 0
+        receiver.onDatagram = { d in
+            got.append(d)
+            if got.count == wanted { loop.stop() }
+        }
+        /// Sends `singles` one by one, then `run` as one batch (equal sizes to one peer: one GSO entry).
+        func round(_ singles: [(UDPEndpoint, UInt8, Int)], run: Int = 0) throws {
+            got = []
+            wanted = singles.count + run
+            var expected: [(EndpointAddress, [UInt8])] = []
+            for (i, (from, tag, size)) in singles.enumerated() {
+                let m = message(sender: tag, i, size: size)
+                #expect(try from.send(m, to: receiver.localAddress) == .sent)
+                expected.append((from.localAddress, m))
+            }
+            let runMessages = (0..<run).map { message(sender: 9, $0, size: 64) }
+            if run > 0 { _ = try second.send(batch: runMessages.map { .init($0, to: receiver.localAddress) }) }
+            expected += runMessages.map { (second.localAddress, $0) }
+            runLoop(loop)
+            #expect(got.count == expected.count)
+            for (i, d) in got.enumerated() where i < expected.count {
+                #expect(d.source == expected[i].0, "datagram \(i) of the round carries another address")
+                #expect(d.bytes == expected[i].1)
+                #expect(d.destination == receiver.localAddress && d.interfaceIndex != nil,
+                        "datagram \(i) lost its IP_PKTINFO (a control buffer not re-armed)")
+            }
+        }
+        try round((0..<6).map { (first, 1, 30 + 10 * $0) })
+        try round([(first, 2, 100)])
+        try round((0..<3).map { ($0 == 1 ? second : first, UInt8(3 + $0), 50) }, run: 3)
+        #expect(receiver.statistics.coalescedReceives >= 1, "the run of three came as one GRO buffer")
+        for e in [receiver, first, second] { e.close() }
+    }
+
     @Test func aBatchWithOneCorruptDatagramLosesOnlyThatOne() throws {
         let loop = try EpollLoop()
         var small = UDPEndpoint.Options()
