@@ -69,9 +69,8 @@ final class DatagramBatch {
     /// last wrote their lengths and flags: a lone datagram re-arms one slot, not all 32 (a few
     /// hundred instructions per datagram, callgrind, issue 13).
     func prepareForReceive(_ count: Int) {
-        let count = min(count, capacity)
-        let armed = min(slotsToArm, count)
-        if slotsToArm <= count { slotsToArm = 0 }   // else slots past `count` still wait (armed again next time: harmless)
+        let armed = min(slotsToArm, count, capacity)
+        if slotsToArm <= count { slotsToArm = 0 }   // else the slots past `count` still wait their turn
         for i in 0..<armed {
             iovecs[i].iov_len = slotSize
             headers[i].msg_hdr.msg_name = UnsafeMutableRawPointer(names + i)
@@ -83,11 +82,10 @@ final class DatagramBatch {
         }
     }
 
-    /// A `recvmmsg` on the first `wanted` slots ended with `received` datagrams (nil: it
-    /// failed): the kernel wrote the headers of those, and may have begun the one after.
-    func receiveEnded(wanted: Int, received: Int?) {
-        let written = received.map { min($0 + 1, wanted) } ?? wanted
-        slotsToArm = max(slotsToArm, min(written, capacity))
+    /// A `recvmmsg` ended with `received` datagrams (0 when it failed or found none): the
+    /// kernel wrote the headers of those, and may have begun the one after.
+    func receiveEnded(received: Int) {
+        slotsToArm = max(slotsToArm, min(received + 1, capacity))
     }
 
     /// Fills slot `i` for `sendmmsg`: copies `bytes` (at most `slotSize`) and the destination.

@@ -130,10 +130,10 @@ public final class UDPEndpoint: DatagramEndpoint {
 
     // The stored `var`s below (not the two lazy ones, made once) are exempt from dynamic
     // exclusivity checks, as EpollLoop's state is: the endpoint lives on its loop's thread (not
-    // Sendable), and every access is a read, an increment or a swap that ends before any callback runs (a handler is read, then called;
-    // `deliver` swaps its buffer out, calls `onDatagram`, swaps it back), so the check could never
-    // fire; yet each was a runtime call with a thread-local lookup, about ten per message sent and
-    // received (callgrind, issue 13).
+    // Sendable), and every access is a read, an increment or a swap that ends before any callback
+    // runs (a handler is read, then called; `deliver` swaps its buffer out, calls `onDatagram`,
+    // swaps it back), so the check could never fire; yet each was a runtime call with a
+    // thread-local lookup, about ten per message sent and received (callgrind, issue 13).
     public let loop: EpollLoop
     private let socket: OwnedDescriptor
     @exclusivity(unchecked) private var registration: Registration?
@@ -559,18 +559,16 @@ public final class UDPEndpoint: DatagramEndpoint {
             pool.prepareForReceive(wanted)
             let outcome = Result { () throws(IOError) in try Sys.recvmmsg(socket.rawValue, pool.headers, count: wanted) }
             switch outcome {
-            case .success(.wouldBlock): pool.receiveEnded(wanted: wanted, received: 0)
-            case let .success(.processed(count)): pool.receiveEnded(wanted: wanted, received: count)
-            case .failure: pool.receiveEnded(wanted: wanted, received: nil)
-            }
-            switch outcome {
             case .success(.wouldBlock):
+                pool.receiveEnded(received: 0)
                 return
             case .failure:
                 // ECONNREFUSED and friends from earlier sends: counted, the socket stays usable.
+                pool.receiveEnded(received: 0)
                 statistics.receiveErrors += 1
                 taken += 1
             case let .success(.processed(count)):
+                pool.receiveEnded(received: count)
                 if count > 0 { statistics.receiveBatches += 1 }
                 taken += count
                 for i in 0..<count where !socket.isClosed {
