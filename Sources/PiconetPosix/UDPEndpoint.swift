@@ -3,6 +3,7 @@
 import CBlueZ
 import CPiconetPosix
 import PiconetLoop
+import PiconetWire
 
 /// A UDP socket on an `EpollLoop`: the real-network `DatagramEndpoint`.
 ///
@@ -611,8 +612,7 @@ public final class UDPEndpoint: DatagramEndpoint {
     /// datagram then finds the buffer shared and copy-on-write gives it a fresh one.
     private func deliver(_ d: inout Datagram, _ bytes: UnsafeRawBufferPointer) {
         swap(&d.bytes, &lentBuffer)
-        d.bytes.removeAll(keepingCapacity: true)
-        d.bytes.append(contentsOf: bytes.assumingMemoryBound(to: UInt8.self))
+        d.bytes.overwrite(with: bytes)
         statistics.received += 1
         onDatagram?(d)
         swap(&d.bytes, &lentBuffer)

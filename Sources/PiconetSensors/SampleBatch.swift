@@ -285,6 +285,6 @@ public enum SensorMessage: Equatable, Sendable {
         case let .samples(b): b.encode(into: &w)
         case let .summary(s): s.encode(into: &w)
         }
-        return w.bytes
+        return w.takeBytes()
     }
 }

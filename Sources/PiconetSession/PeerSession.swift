@@ -178,14 +178,20 @@ public final class PeerSession {
 
     private func perform(_ actions: consuming [SessionAction]) {
         var actions = actions
-        for a in actions {
-            switch a {
+        // In order, each action moved out of the array once and its buffer handed back to the
+        // machine right after: a `for` loop copied every action and destroyed the copy through
+        // the enum's value witnesses, then `recycle` moved each out again (~1,100 instructions
+        // a message, callgrind: issue 13).
+        actions.reverse()
+        while let action = actions.popLast() {
+            switch consume action {
             case let .send(bytes, to):
                 do {
                     if try endpoint.send(bytes, to: to) == .wouldBlock { transportRefusals += 1 }
                 } catch {
                     transportRefusals += 1
                 }
+                machine.reuseDatagram(bytes)
             case let .event(e):
 #if !hasFeature(Embedded)
                 delegate?.session(self, didReceive: e)
@@ -194,11 +200,11 @@ public final class PeerSession {
 #if !hasFeature(Embedded)
                 yieldToStreams(e)
 #endif
+                machine.reuse(e)
             }
         }
-        // The array goes back to the machine, with the datagrams just sent, and is emptied
-        // there: the next input's actions and datagrams need no new arrays.
-        machine.recycle(&actions)
+        // The array goes back to the machine, emptied: the next input's actions need no new array.
+        machine.keepStorage(&actions)
         rearm()
     }
 

@@ -225,6 +225,7 @@ public struct ReliableSender: Sendable {
     }
 
     /// The array index of sequence number `seq` (at most `fragments.count`).
+    @inline(__always)   // called from mutating methods: out of line, it took a 296-byte copy of the sender
     private func index(of seq: UInt64) -> Int {
         guard head < fragments.count else { return fragments.count }
         let base = fragments[head].seq

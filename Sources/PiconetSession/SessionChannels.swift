@@ -67,7 +67,7 @@ extension SessionMachine {
     mutating func handleSealed(_ f: LocatedSealedFrame, in datagram: [UInt8], from address: EndpointAddress, path: Int,
                                now: Instant) {
         let index = f.receiverIndex
-        guard let box = table.takeBox(index) else {
+        guard let box = table.checkOut(index) else {
             statistics.unknownLinkDropped += 1
             return
         }
@@ -78,11 +78,11 @@ extension SessionMachine {
         let outcome = handleSealed(f, in: datagram, from: address, path: path, now: now, link: &box.link, plaintext: &plain)
         switch outcome {
         case .ended:
-            break
+            table.checkedOutEnded(index)
         case .putBack:
-            table.putBack(box)
+            table.checkIn(box)
         case let .inTable(message):
-            table.putBack(box)
+            table.checkIn(box)
             if let message { handleInTable(message, index: index, now: now) }
             if table.peek(index, { $0.phase }) == .established, let e = table.takeBox(index) {
                 flush(&e.link, now: now)

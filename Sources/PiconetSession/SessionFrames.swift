@@ -213,7 +213,7 @@ public struct SealedFrame: WireCodable, Equatable, Sendable {
         header.encode(into: &w)
         w.writeUInt32(receiverIndex)
         w.writeUInt64(counter)
-        return w.bytes
+        return w.takeBytes()
     }
 
     var header: FrameHeader {
@@ -340,8 +340,8 @@ public struct DataFrame: WireCodable, Equatable, Sendable {
         kind = try DataFrame.parseKind(&r)
         payload = []
         swap(&payload, &spare)
-        payload.removeAll(keepingCapacity: true)
-        payload.append(contentsOf: bytes[r.offset..<r.end])
+        let body = r.offset..<r.end
+        bytes.withUnsafeBytes { payload.overwrite(with: UnsafeRawBufferPointer(rebasing: $0[body])) }
     }
 
     private static func parseKind(_ r: inout ByteReader) throws(WireError) -> Kind {

@@ -190,9 +190,9 @@ public struct SessionMachine {
         case .unreliable:
             for p in peers {
                 // The link's box leaves the table and comes back; the link itself does not move.
-                guard let i = lone ?? table.linkIndex(of: p), let box = table.takeBox(i) else { continue }
+                guard let i = lone ?? table.linkIndex(of: p), let box = table.checkOut(i) else { continue }
                 sendUnreliable(message, link: &box.link, now: now)
-                table.putBack(box)
+                table.checkIn(box)
             }
             return (.sent, take())
         case .reliable:
@@ -387,19 +387,36 @@ public struct SessionMachine {
     public mutating func recycle(_ spent: inout [SessionAction]) {
         // Each action moved out of the array once (two pattern loops copied every one, and
         // `removeAll(keepingCapacity:)` took a generic path: ~400 instructions a message).
-        while let action = spent.popLast() {
-            switch consume action {
-            case let .send(bytes, _):
-                if spareDatagrams.count < Self.spareDatagramLimit && bytes.capacity <= Self.spareDatagramCapacity {
-                    spareDatagrams.append(bytes)
-                }
-            case let .event(.received(bytes, _, _)):
-                if sparePayload.capacity == 0 && bytes.capacity <= Self.spareDatagramCapacity { sparePayload = bytes }
-            default:
-                break
-            }
+        while let action = spent.popLast() { reuse(action) }
+        keepStorage(&spent)
+    }
+
+    /// One carried-out action's buffer kept for the next frame (what `recycle` does to each).
+    public mutating func reuse(_ action: consuming SessionAction) {
+        switch consume action {
+        case let .send(bytes, _): reuseDatagram(bytes)
+        case let .event(e): reuse(e)
         }
-        guard actions.isEmpty, actions.capacity == 0 else { return }
+    }
+
+    /// A sent datagram's array, sealed into again (the transport copied its bytes).
+    public mutating func reuseDatagram(_ bytes: consuming [UInt8]) {
+        if spareDatagrams.count < Self.spareDatagramLimit && bytes.capacity <= Self.spareDatagramCapacity {
+            spareDatagrams.append(bytes)
+        }
+    }
+
+    /// A delivered event's payload array, which takes the next data frame's payload.
+    public mutating func reuse(_ event: consuming SessionEvent) {
+        if case let .received(bytes, _, _) = consume event,
+           sparePayload.capacity == 0 && bytes.capacity <= Self.spareDatagramCapacity {
+            sparePayload = bytes
+        }
+    }
+
+    /// An emptied actions array (see `recycle`), whose storage holds the next call's actions.
+    public mutating func keepStorage(_ spent: inout [SessionAction]) {
+        guard spent.isEmpty, actions.isEmpty, actions.capacity == 0 else { return }
         swap(&actions, &spent)
     }
 

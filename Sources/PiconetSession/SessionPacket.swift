@@ -210,6 +210,6 @@ enum SealedMessage: Equatable {
     func encoded() -> [UInt8] {
         var w = ByteWriter(capacity: encodedLength)
         encode(into: &w)
-        return w.bytes
+        return w.takeBytes()
     }
 }

@@ -159,7 +159,7 @@ public enum DNSRecordData: Hashable, Sendable {
             w.writeBytes(DNSName(unchecked: target.canonical).encoded())
         default: encode(into: &w, names: &names)
         }
-        return w.bytes
+        return w.takeBytes()
     }
 }
 

@@ -358,7 +358,7 @@ public enum ManagementEvent: Equatable, Sendable {
     public func packet(index: UInt16) -> ManagementPacket {
         var w = ByteWriter(capacity: parametersLength)
         encodeParameters(into: &w)
-        return ManagementPacket(code: code, index: index, parameters: w.bytes)
+        return ManagementPacket(code: code, index: index, parameters: w.takeBytes())
     }
 }
 

@@ -74,16 +74,34 @@ import Testing
                  liveness: Link.Liveness(lastHeard: Instant(nanoseconds: 0), lastSent: Instant(nanoseconds: 0)))
         }
         var live: Set<UInt32> = []
-        for step in 0..<400 {
+        for step in 0..<600 {
             let i = UInt32(step % 37 + 1)
-            switch step % 5 {
+            switch step % 8 {
             case 0, 1: t[i] = link(i); live.insert(i)
             case 2: if let box = t.takeBox(i) { box.link.datagramSize = 999; t.putBack(box) }
             case 3: _ = t.remove(i); live.remove(i)
+            case 4:
+                // The hot paths' checkout: the link is unreachable while out, then back in its slot.
+                if let box = t.checkOut(i) {
+                    #expect(t[i] == nil && t.peek(i, { $0.index }) == nil)
+                    box.link.datagramSize = 888
+                    t.checkIn(box)
+                    #expect(t[i]?.datagramSize == 888)
+                }
+            case 5:
+                // Checked out and ended: its reserved slot and entry go.
+                if t.checkOut(i) != nil { t.checkedOutEnded(i); live.remove(i) }
+            case 6:
+                // Written back through the subscript while out (a cold path): the reserved slot takes it.
+                if let box = t.checkOut(i) {
+                    t[i] = box.link
+                    t.checkedOutEnded(i)   // not ended after all: nothing to free
+                }
             default: t[i]?.datagramSize = 777
             }
             #expect(t.count == live.count)
             for j in live { #expect(t[j]?.index == j) }
+            #expect(t.slotCount <= 37, "a slot was lost")
         }
         #expect(Set(t.indices) == live && t.values.count == live.count)
         // A copy of the table shares no link with it once either writes.

@@ -58,6 +58,56 @@ import Testing
         #expect(storage[9..<19].elementsEqual([0, 0, 0, 0, 0, 0, 0, 0, 7, 0]))
         #expect(capacities.count < 20, "\(capacities.count) distinct capacities for 1,000 appends")
     }
+
+    /// A writer with reserved room writes over it in place; what it shows always ends at
+    /// `count`: fewer bytes written than reserved, more (appended past the room), a reused
+    /// buffer longer or shorter than the reserve, one still shared with its old holder.
+    @Test func reservedRoomNeverShowsAndNeverLimits() {
+        var short = ByteWriter(capacity: 8)
+        short.writeUInt16(0x0201)
+        #expect(short.count == 2 && short.bytes == [1, 2])
+        #expect(short.takeBytes() == [1, 2] && short.count == 0 && short.bytes.isEmpty)
+
+        var over = ByteWriter(capacity: 3)
+        over.writeUInt16(0x0201); over.writeUInt32(0x0605_0403); over.writeBytes([7, 8] as [UInt8]); over.writeUInt8(9)
+        #expect(over.bytes == [1, 2, 3, 4, 5, 6, 7, 8, 9])
+        over.setUInt16BE(0x0A0B, at: 7)
+        #expect(over.takeBytes() == [1, 2, 3, 4, 5, 6, 7, 0x0A, 0x0B])
+
+        var long: [UInt8] = Array(repeating: 0xEE, count: 40)
+        let kept = long   // an old holder: the reuse must not change its bytes
+        var w = ByteWriter(reusing: &long, capacity: 12)
+        #expect(long.isEmpty)
+        w.writeUInt32(0x0403_0201); w.writeBytes([5, 6, 7, 8] as [UInt8]); w.writeUInt32BE(0x090A_0B0C)
+        #expect(w.takeBytes() == [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12])
+        #expect(kept == Array(repeating: 0xEE, count: 40))
+
+        var small: [UInt8] = [1, 2]
+        var v = ByteWriter(reusing: &small, capacity: 6)
+        v.writeUInt64(0x0807_0605_0403_0201)   // past the reserve by two
+        v.writeBytes(AnySequenceOfBytes([9, 10]))   // not contiguous: byte by byte
+        #expect(v.bytes == [1, 2, 3, 4, 5, 6, 7, 8, 9, 10])
+    }
+
+    /// `overwrite` copies into the array's own storage whatever its length, and leaves a copy
+    /// held elsewhere alone; `resize` keeps the prefix and zero-fills.
+    @Test func overwriteAndResize() {
+        var a: [UInt8] = [1, 2, 3]
+        let shared = a
+        ([9, 8, 7] as [UInt8]).withUnsafeBytes { a.overwrite(with: $0) }
+        #expect(a == [9, 8, 7] && shared == [1, 2, 3])
+        ([5] as [UInt8]).withUnsafeBytes { a.overwrite(with: $0) }
+        #expect(a == [5])
+        ([1, 2, 3, 4] as [UInt8]).withUnsafeBytes { a.overwrite(with: $0) }
+        #expect(a == [1, 2, 3, 4])
+        ([] as [UInt8]).withUnsafeBytes { a.overwrite(with: $0) }
+        #expect(a.isEmpty)
+        var b: [UInt8] = [4, 5]
+        b.resize(to: 4)
+        #expect(b == [4, 5, 0, 0])
+        b.resize(to: 1)
+        #expect(b == [4])
+    }
 }
 
 @Suite struct FrameHeaderTests {
@@ -115,4 +165,14 @@ import Testing
         #expect(parsed > 0, "some mutated frames should still parse")
         #expect(parsed < 20_000, "random bytes must mostly be rejected")
     }
+}
+
+/// A collection of bytes with no contiguous storage (`ByteWriter.writeBytes`'s other path).
+private struct AnySequenceOfBytes: Collection {
+    let base: [UInt8]
+    init(_ base: [UInt8]) { self.base = base }
+    var startIndex: Int { base.startIndex }
+    var endIndex: Int { base.endIndex }
+    func index(after i: Int) -> Int { i + 1 }
+    subscript(i: Int) -> UInt8 { base[i] }
 }
