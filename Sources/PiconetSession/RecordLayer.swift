@@ -97,8 +97,7 @@ struct RecordLayer {
         w.writeUInt32(receiverIndex)
         w.writeUInt64(counter)
         inner.encode(into: &w)
-        w.writeUInt64(0)   // the tag's room
-        w.writeUInt64(0)
+        w.writeZeros(SealedFrame.minimumBody)   // the tag's room
         var bytes = w.takeBytes()
         guard bytes.count == total else { return Sealed(bytes: nil, rekeys: rekeys) }   // an encodedLength that lied
         let cipher = sendCipher, encrypted = self.encrypted

@@ -437,6 +437,9 @@ public struct SessionMachine {
 
     /// Reports each peer whose derived state changed, exactly once per change.
     mutating func reconcile() {
+        // Most inputs change no peer's state: sorting the empty set ran generic code (~270
+        // instructions per datagram: callgrind, issue 13).
+        guard !dirty.isEmpty else { return }
         for p in dirty.sorted() {
             let s = derivedState(p)
             let old = reported[p] ?? .notConnected

@@ -130,6 +130,17 @@ public struct ByteWriter {
         position += n
     }
 
+    /// `n` zero bytes (room left for what is filled in later, such as an AEAD tag).
+    @inlinable public mutating func writeZeros(_ n: Int) {
+        if hasRoom(n) {
+            let at = position
+            storage.withUnsafeMutableBytes { UnsafeMutableRawBufferPointer(rebasing: $0[at..<(at + n)]).initializeMemory(as: UInt8.self, repeating: 0) }
+        } else {
+            storage.append(contentsOf: repeatElement(0, count: n))
+        }
+        position += n
+    }
+
     /// Overwrites two bytes at `position` (little-endian), e.g. a length patched after the body.
     public mutating func setUInt16(_ v: UInt16, at position: Int) {
         precondition(position + 2 <= self.position, "ByteWriter.setUInt16 past the bytes written")

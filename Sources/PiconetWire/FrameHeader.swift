@@ -41,10 +41,9 @@ public struct FrameHeader: WireCodable, Equatable, Sendable {
     }
 
     public func encode(into w: inout ByteWriter) {
-        w.writeUInt8(version)
-        w.writeUInt8(type.rawValue)
-        w.writeUInt8(flags)
-        w.writeUInt8(0)
+        // version, type, flags, reserved 0: one little-endian word (four one-byte writes were
+        // most of the header's cost, each checking room and uniqueness: issue 13).
+        w.writeUInt32(UInt32(version) | UInt32(type.rawValue) << 8 | UInt32(flags) << 16)
         w.writeUInt16(payloadLength)
     }
 

@@ -21,11 +21,21 @@ private func emitPercentiles(_ name: String, _ samples: [Int64]) {
 /// cost more than the session's own send on this machine: Swift's runtime looks the array's
 /// storage metadata up in a locked hash map on every allocation, `perf`, issue 13.) A session that
 /// still held the array (reliable: until acknowledged) keeps its own copy: the write copies first.
-private func stamp(_ message: inout [UInt8]) {
-    let t = monotonicNanoseconds()
-    // One store, as the C baseline's memcpy: the array lives in a closure's box, and a byte loop
-    // checked exclusive access to it per byte, inside the time measured.
-    message.withUnsafeMutableBytes { $0.storeBytes(of: t.littleEndian, toByteOffset: 1, as: Int64.self) }
+/// A latency phase's message: byte 0 its phase tag, 1...8 the send time. In a class of its own
+/// rather than a variable the phase's closures capture: every access to a captured variable is a
+/// runtime exclusivity check (a call and a thread-local lookup), and the send's read of the
+/// message fell inside the time measured.
+private final class StampedMessage {
+    @exclusivity(unchecked) private(set) var bytes: [UInt8]
+
+    init(tag: UInt8, count: Int) { bytes = [UInt8](repeating: tag, count: count) }
+
+    /// Writes the send time: one store, as the C baseline's `memcpy` (a byte loop checked
+    /// exclusive access per byte, inside the time measured).
+    func stamp() {
+        let t = monotonicNanoseconds()
+        bytes.withUnsafeMutableBytes { $0.storeBytes(of: t.littleEndian, toByteOffset: 1, as: Int64.self) }
+    }
 }
 
 /// Nanoseconds since the send time `stamp` wrote.
@@ -166,17 +176,19 @@ struct SessionBenchCommand: ParsableCommand {
             // The peer list, the message and the timer's closure made once, as the C baseline does
             // nothing between its send and its wait: the figure is the stack's, not the harness's.
             let toB = [bPeer]
-            var message = [UInt8](repeating: BenchPhase.unreliableLatency.tag, count: payload)
+            let message = StampedMessage(tag: BenchPhase.unreliableLatency.tag, count: payload)
             var next: () -> Void = {}
             func one() {
                 // The next message is scheduled before this one is stamped, as the C baseline's
                 // periodic timerfd re-arms itself before the program stamps: the harness's own
-                // timer bookkeeping stays outside the time measured.
+                // timer bookkeeping stays outside the time measured, and so does its reading of
+                // the count (a captured variable: each access is a runtime exclusivity check).
                 sent += 1
-                if sent < latency { loop.schedule(after: .milliseconds(1), next) }
-                stamp(&message)
-                _ = try? a.session.send(message, to: toB, mode: .unreliable)
-                if sent >= latency {
+                let last = sent >= latency
+                if !last { loop.schedule(after: .milliseconds(1), next) }
+                message.stamp()
+                _ = try? a.session.send(message.bytes, to: toB, mode: .unreliable)
+                if last {
                     next = {}   // the closure captures itself: let it go
                     loop.schedule(after: .milliseconds(100)) {
                         emitPercentiles("latency", latencies)
@@ -224,16 +236,17 @@ struct SessionBenchCommand: ParsableCommand {
             phase = .reliableShortLatency
             var sent = 0
             let toB = [bPeer]
-            var message = [UInt8](repeating: BenchPhase.reliableShortLatency.tag, count: payload)
+            let message = StampedMessage(tag: BenchPhase.reliableShortLatency.tag, count: payload)
             var next: () -> Void = {}
             func one() {
                 sent += 1   // the next one scheduled before the stamp, as for unreliable messages
-                if sent < latency { loop.schedule(after: .milliseconds(1), next) }
-                stamp(&message)
-                do { try a.session.send(message, to: toB, mode: .reliable) } catch {
+                let last = sent >= latency
+                if !last { loop.schedule(after: .milliseconds(1), next) }
+                message.stamp()
+                do { try a.session.send(message.bytes, to: toB, mode: .reliable) } catch {
                     sendFailures += 1
                 }
-                if sent >= latency {
+                if last {
                     next = {}
                     // Reliable: leave room for a retransmission (minimum RTO 200 ms) to land.
                     loop.schedule(after: .milliseconds(500)) {

@@ -76,17 +76,19 @@ import Testing
 
         var long: [UInt8] = Array(repeating: 0xEE, count: 40)
         let kept = long   // an old holder: the reuse must not change its bytes
-        var w = ByteWriter(reusing: &long, capacity: 12)
+        var w = ByteWriter(reusing: &long, capacity: 15)
         #expect(long.isEmpty)
         w.writeUInt32(0x0403_0201); w.writeBytes([5, 6, 7, 8] as [UInt8]); w.writeUInt32BE(0x090A_0B0C)
-        #expect(w.takeBytes() == [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12])
+        w.writeZeros(3)   // over the old 0xEE bytes
+        #expect(w.takeBytes() == [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 0, 0, 0])
         #expect(kept == Array(repeating: 0xEE, count: 40))
 
         var small: [UInt8] = [1, 2]
         var v = ByteWriter(reusing: &small, capacity: 6)
         v.writeUInt64(0x0807_0605_0403_0201)   // past the reserve by two
         v.writeBytes(AnySequenceOfBytes([9, 10]))   // not contiguous: byte by byte
-        #expect(v.bytes == [1, 2, 3, 4, 5, 6, 7, 8, 9, 10])
+        v.writeZeros(2)   // appended
+        #expect(v.bytes == [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 0, 0])
     }
 
     /// `overwrite` copies into the array's own storage whatever its length, and leaves a copy
