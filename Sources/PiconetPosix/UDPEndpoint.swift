@@ -646,12 +646,11 @@ public final class UDPEndpoint: DatagramEndpoint {
             statistics.foreignInterfaceDropped += 1
             return nil
         }
-        var d = Datagram(bytes: [], source: from)
-        if let info {
-            d.interfaceIndex = info.index
-            d.destination = info.destination.endpoint(port: localAddress.port)
-        }
-        return d
+        // Made whole in one initialiser: built and then filled in, the compiler made a second
+        // Datagram and copied it (retains, releases and outlined copies: issue 13).
+        guard let info else { return Datagram(bytes: [], source: from) }
+        return Datagram(bytes: [], source: from, interfaceIndex: info.index,
+                        destination: info.destination.endpoint(port: localAddress.port))
     }
 
     /// The UDP_GRO control message's segment size: present only when the kernel coalesced

@@ -8,9 +8,9 @@ import PiconetLoop
 /// earliest is O(1), and `timerFired` visits only the links that are due.
 ///
 /// Indexed rather than lazily invalidated: each link keeps the handle of its entry in the shared
-/// `IndexedHeap`, so a moved deadline is re-sifted in place and the heap never holds stale
-/// entries (its size is the number of links with a deadline, bounded by the machine's admission
-/// rules). Link indices are random 32-bit numbers, hence the map from index to handle (a
+/// `IndexedHeap`, so a deadline moved earlier is re-sifted in place and the heap holds one entry
+/// per link with a deadline (bounded by the machine's admission rules). A deadline moved later
+/// may stay where it was (`lower`): an early wake-up, never a late one. Link indices are random 32-bit numbers, hence the map from index to handle (a
 /// `LinkIndexMap`); it changes only when a link gains or loses its deadline, not on every sift.
 /// Steady state allocates nothing: updates overwrite entries, removals keep the storage.
 struct LinkDeadlines {
@@ -35,6 +35,19 @@ struct LinkDeadlines {
         } else {
             handles.set(index, heap.insert(index, key: deadline))
         }
+    }
+
+    /// `set`, except that a deadline *later* than the recorded one leaves the recorded one: the
+    /// link then comes due early, once, and its real deadline is recorded after that. A session
+    /// link's deadline moves later with nearly every frame (keep-alive from the last frame sent,
+    /// lost from the last heard), and re-sifting it each time was most of the deadline work per
+    /// message (callgrind, issue 13); this is one early `popDue` per moved deadline instead. For
+    /// callers whose due-work is harmless when nothing is due and who record the deadline of
+    /// every link `popDue` hands them (the session's `timerFired`; `LinkTable.takeDue` marks
+    /// them touched). An earlier deadline, or nil, is recorded as `set` does.
+    mutating func lower(_ index: UInt32, to deadline: Instant?) {
+        if let deadline, let h = handles[index], let recorded = heap.key(of: h), recorded <= deadline { return }
+        set(index, deadline)
     }
 
     /// Forgets link `index` (a no-op when it has no deadline).

@@ -26,6 +26,9 @@ extension SessionMachine {
     }
 
     /// When `timerFired` must run next (nil: nothing pending): the top of the deadline heap, O(1).
+    /// Never later than a link's real deadline; earlier once after a deadline moved later (the
+    /// heap keeps the old entry until then: `LinkDeadlines.lower`), when `timerFired` finds
+    /// nothing to do for that link and records its real deadline.
     public var nextDeadline: Instant? {
         let t = timeouts
         return table.nextDeadline { SessionMachine.deadline(of: &$0, timeouts: t) }

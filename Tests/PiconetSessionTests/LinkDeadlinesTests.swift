@@ -58,6 +58,61 @@ import Testing
         #expect(h.isEmpty && h.earliest == nil)
     }
 
+    /// `lower`: an earlier deadline (or nil) is recorded at once; a later one keeps the recorded
+    /// entry, which then comes due early, and once popped the real one is recorded.
+    @Test func loweringKeepsAnEarlierEntryAndRecordsEarlierOnesAtOnce() {
+        var h = LinkDeadlines()
+        h.lower(1, to: LinkDeadlinesTests.at(10))
+        h.lower(2, to: LinkDeadlinesTests.at(20))
+        h.lower(1, to: LinkDeadlinesTests.at(30))
+        #expect(h.deadline(of: 1) == LinkDeadlinesTests.at(10), "moved later: the earlier entry stays")
+        h.lower(2, to: LinkDeadlinesTests.at(5))
+        #expect(h.deadline(of: 2) == LinkDeadlinesTests.at(5) && h.earliest == LinkDeadlinesTests.at(5), "moved earlier: at once")
+        h.lower(2, to: nil)
+        #expect(h.deadline(of: 2) == nil && h.count == 1, "no deadline: the entry goes")
+        var due: [UInt32] = []
+        h.popDue(at: LinkDeadlinesTests.at(10), into: &due)
+        #expect(due == [1] && h.isEmpty, "due early, at the entry kept")
+        h.lower(1, to: LinkDeadlinesTests.at(30))
+        #expect(h.deadline(of: 1) == LinkDeadlinesTests.at(30), "after the pop, the real deadline")
+    }
+
+    /// In a machine: a send moves a link's keep-alive later; the timer then fires at the old
+    /// deadline once, sends nothing, and the next deadline is the real one again.
+    @Test func aDeadlineMovedLaterFiresEarlyOnceAndHarmlessly() throws {
+        var a = LinkDeadlinesTests.machine()
+        var b = SessionMachine(identity: PeerIdentity(displayName: "b"), configuration: SessionConfiguration(policy: .acceptAll), seed: 9)
+        let aAddress = EndpointAddress.memory(node: 1, port: 1), bAddress = EndpointAddress.memory(node: 2, port: 1)
+        var (_, toB) = try a.invite(bAddress, context: [], now: LinkDeadlinesTests.at(0))
+        while !toB.isEmpty {
+            var toA: [SessionAction] = []
+            for case let .send(bytes, _) in toB { toA += b.received(bytes, from: aAddress, at: LinkDeadlinesTests.at(0)) }
+            toB = []
+            for case let .send(bytes, _) in toA { toB += a.received(bytes, from: bAddress, at: LinkDeadlinesTests.at(0)) }
+        }
+        let peer = b.identity.peerID
+        #expect(a.connectedPeers == [peer])
+        // An early wake-up: nothing is sent, the link stays, and the next deadline is the real one.
+        func fireEarly() throws {
+            let armed = try #require(a.nextDeadline)
+            let real = try #require(LinkDeadlinesTests.walked(a))
+            #expect(armed <= real, "never later than a link's real deadline")
+            guard armed < real else { return }
+            let fired = a.timerFired(at: armed)
+            #expect(fired.allSatisfy { if case .send = $0 { false } else { true } }, "nothing was due: \(fired)")
+            #expect(a.connectedPeers == [peer])
+            #expect(a.nextDeadline == LinkDeadlinesTests.walked(a), "exact again after the early wake-up")
+        }
+        try fireEarly()   // the handshake moved deadlines later too
+        let before = try #require(a.nextDeadline)
+        // A send 300 ms later moves the keep-alive later: the heap keeps the old entry.
+        let (_, sent) = try a.send([1], to: [peer], mode: .unreliable, now: LinkDeadlinesTests.at(300))
+        #expect(sent.count == 1)
+        #expect(a.nextDeadline == before && before < LinkDeadlinesTests.walked(a)!, "the earlier entry kept")
+        try fireEarly()
+        #expect(try #require(a.nextDeadline) > before)
+    }
+
     /// The old definition: a walk of every link.
     static func walked(_ m: SessionMachine) -> Instant? {
         m.table.values.compactMap { l in
