@@ -83,13 +83,7 @@ import Testing
         var a = LinkDeadlinesTests.machine()
         var b = SessionMachine(identity: PeerIdentity(displayName: "b"), configuration: SessionConfiguration(policy: .acceptAll), seed: 9)
         let aAddress = EndpointAddress.memory(node: 1, port: 1), bAddress = EndpointAddress.memory(node: 2, port: 1)
-        var (_, toB) = try a.invite(bAddress, context: [], now: LinkDeadlinesTests.at(0))
-        while !toB.isEmpty {
-            var toA: [SessionAction] = []
-            for case let .send(bytes, _) in toB { toA += b.received(bytes, from: aAddress, at: LinkDeadlinesTests.at(0)) }
-            toB = []
-            for case let .send(bytes, _) in toA { toB += a.received(bytes, from: bAddress, at: LinkDeadlinesTests.at(0)) }
-        }
+        try LinkDeadlinesTests.connect(a: &a, at: aAddress, to: &b, at: bAddress)
         let peer = b.identity.peerID
         #expect(a.connectedPeers == [peer])
         // An early wake-up: nothing is sent, the link stays, and the next deadline is the real one.
@@ -111,6 +105,18 @@ import Testing
         #expect(a.nextDeadline == before && before < LinkDeadlinesTests.walked(a)!, "the earlier entry kept")
         try fireEarly()
         #expect(try #require(a.nextDeadline) > before)
+    }
+
+    /// `a` invites `b` at time 0 and the two exchange datagrams until neither has more to send.
+    static func connect(a: inout SessionMachine, at aAddress: EndpointAddress, to b: inout SessionMachine,
+                        at bAddress: EndpointAddress) throws {
+        var (_, toB) = try a.invite(bAddress, context: [], now: at(0))
+        while !toB.isEmpty {
+            var toA: [SessionAction] = []
+            for case let .send(bytes, _) in toB { toA += b.received(bytes, from: aAddress, at: at(0)) }
+            toB = []
+            for case let .send(bytes, _) in toA { toB += a.received(bytes, from: bAddress, at: at(0)) }
+        }
     }
 
     /// The old definition: a walk of every link.
@@ -166,13 +172,7 @@ import Testing
             var p = SessionMachine(identity: PeerIdentity(displayName: "n\(i)"), configuration: SessionConfiguration(policy: .acceptAll),
                                    seed: UInt64(100 + i))
             let address = EndpointAddress.memory(node: 100 + i, port: 1)
-            var (_, toHub) = try p.invite(hubAddress, context: [], now: LinkDeadlinesTests.at(0))
-            while !toHub.isEmpty {
-                var toPeer: [SessionAction] = []
-                for case let .send(bytes, _) in toHub { toPeer += hub.received(bytes, from: address, at: LinkDeadlinesTests.at(0)) }
-                toHub = []
-                for case let .send(bytes, _) in toPeer { toHub += p.received(bytes, from: hubAddress, at: LinkDeadlinesTests.at(0)) }
-            }
+            try LinkDeadlinesTests.connect(a: &p, at: address, to: &hub, at: hubAddress)
             peers.append(p)
         }
         #expect(hub.connectedPeers.count == 40)
