@@ -3,10 +3,34 @@
 /// Noise handshake proves possession). Printed as 32 lowercase hex digits.
 public struct PeerID: Hashable, Comparable, Sendable, CustomStringConvertible {
     public static let length = 16
-    public let bytes: [UInt8]
+    // The 16 bytes as two big-endian words, inline: a PeerID is in every event, link and
+    // lookup, and as an array each copy was a retain and a release (atomic) and each comparison
+    // a loop over heap bytes (issue 13). Big-endian, so the words compare as the bytes do.
+    private let high: UInt64
+    private let low: UInt64
+
+    /// The 16 bytes (a new array each time: printing and persistence, not the hot path).
+    public var bytes: [UInt8] {
+        var out = [UInt8](repeating: 0, count: PeerID.length)
+        out.withUnsafeMutableBytes {
+            $0.storeBytes(of: high.bigEndian, toByteOffset: 0, as: UInt64.self)
+            $0.storeBytes(of: low.bigEndian, toByteOffset: 8, as: UInt64.self)
+        }
+        return out
+    }
+
+    /// The first 16 of `bytes` (which must hold at least 16).
+    private init(first16 bytes: some Collection<UInt8>) {
+        var h: UInt64 = 0, l: UInt64 = 0
+        for (i, b) in bytes.prefix(PeerID.length).enumerated() {
+            if i < 8 { h = h << 8 | UInt64(b) } else { l = l << 8 | UInt64(b) }
+        }
+        high = h
+        low = l
+    }
 
     public init(publicKey: [UInt8]) {
-        bytes = Array(Sodium.sha256(publicKey).prefix(PeerID.length))
+        self.init(first16: Sodium.sha256(publicKey))
     }
 
     /// Parses 32 hex digits (as printed); nil for anything else.
@@ -18,7 +42,7 @@ public struct PeerID: Hashable, Comparable, Sendable, CustomStringConvertible {
             guard let hi = PeerID.nibble(chars[i]), let lo = PeerID.nibble(chars[i + 1]) else { return nil }
             out.append(hi << 4 | lo)
         }
-        bytes = out
+        self.init(first16: out)
     }
 
     private static func nibble(_ c: UInt8) -> UInt8? {
@@ -30,13 +54,7 @@ public struct PeerID: Hashable, Comparable, Sendable, CustomStringConvertible {
         }
     }
 
-    public static func < (a: PeerID, b: PeerID) -> Bool { a.bytes.lexicographicallyPrecedes(b.bytes) }
-
-    /// The bytes in one call (the synthesized conformance fed them to the hasher one at a time:
-    /// 17 calls per lookup of the peer table, twice per message sent).
-    public func hash(into hasher: inout Hasher) {
-        bytes.withUnsafeBytes { hasher.combine(bytes: $0) }
-    }
+    public static func < (a: PeerID, b: PeerID) -> Bool { (a.high, a.low) < (b.high, b.low) }
 
     public var description: String {
         let digits = Array("0123456789abcdef".utf8)

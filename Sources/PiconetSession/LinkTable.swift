@@ -187,7 +187,7 @@ struct LinkTable {
         }
     }
 
-    private mutating func place(_ index: UInt32, _ box: LinkBox) {
+    private mutating func place(_ index: UInt32, _ box: consuming LinkBox) {
         if let s = slotOf[index], slots[s] == nil {
             slots[s] = box   // the slot `checkOut` kept for it
         } else if let s = freeSlots.popLast() {
@@ -227,12 +227,19 @@ struct LinkTable {
         touched.append(index)
         guard let s = slotOf.remove(index) else { return nil }
         freeSlots.append(s)
-        defer { slots[s] = nil }
-        return uniqueBox(s)   // the caller writes to it
+        return takeUnique(s)   // the caller writes to it
+    }
+
+    /// The box in slot `s`, moved out (the slot left nil) and unique: a move, where a copy out
+    /// and a nil written over the slot were a retain and a release (atomic) each (issue 13).
+    private mutating func takeUnique(_ s: Int) -> LinkBox? {
+        guard var box = slots[s].take() else { return nil }
+        if !isKnownUniquelyReferenced(&box) { box = LinkBox(box.link) }
+        return box
     }
 
     /// Puts a box from `takeBox` back under its link's index.
-    mutating func putBack(_ box: LinkBox) {
+    mutating func putBack(_ box: consuming LinkBox) {
         let index = box.link.index
         touched.append(index)
         place(index, box)
@@ -246,13 +253,15 @@ struct LinkTable {
     mutating func checkOut(_ index: UInt32) -> LinkBox? {
         touched.append(index)
         guard let s = slotOf[index] else { return nil }
-        defer { slots[s] = nil }
-        return uniqueBox(s)   // the caller writes to it
+        return takeUnique(s)   // the caller writes to it
     }
 
     /// Returns a box from `checkOut` to its reserved slot (`place` finds it; if a handler
     /// removed the entry meanwhile, the box is placed anew, as by `putBack`).
-    mutating func checkIn(_ box: LinkBox) { place(box.link.index, box) }
+    mutating func checkIn(_ box: consuming LinkBox) {
+        let index = box.link.index
+        place(index, box)
+    }
 
     /// A link checked out and ended (not to come back): its reserved slot and entry go.
     mutating func checkedOutEnded(_ index: UInt32) {
