@@ -41,7 +41,7 @@ extension SessionMachine {
 
     /// Sends what the reliable sender has due.
     mutating func flush(_ l: inout Link, now: Instant) {
-        guard l.phase == .established, !l.liveness.lost else { return }
+        guard l.phase == .established, !l.liveness.lost, l.channels.sender.mayPoll(now: now) else { return }
         let before = l.channels.sender.retransmissions
         for frame in l.channels.sender.poll(now: now) {
             seal(frame, type: .data, link: &l, now: now)

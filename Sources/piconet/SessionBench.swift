@@ -175,7 +175,7 @@ struct SessionBenchCommand: ParsableCommand {
             var sent = 0
             // The peer list, the message and the timer's closure made once, as the C baseline does
             // nothing between its send and its wait: the figure is the stack's, not the harness's.
-            let toB = [bPeer]
+            let toB = [bPeer], session = a.session   // read once: each read of a.session was a retain inside the span
             let message = StampedMessage(tag: BenchPhase.unreliableLatency.tag, count: payload)
             var next: () -> Void = {}
             func one() {
@@ -187,7 +187,7 @@ struct SessionBenchCommand: ParsableCommand {
                 let last = sent >= latency
                 if !last { loop.schedule(after: .milliseconds(1), next) }
                 message.stamp()
-                _ = try? a.session.send(message.bytes, to: toB, mode: .unreliable)
+                _ = try? session.send(message.bytes, to: toB, mode: .unreliable)
                 if last {
                     next = {}   // the closure captures itself: let it go
                     loop.schedule(after: .milliseconds(100)) {
@@ -235,7 +235,7 @@ struct SessionBenchCommand: ParsableCommand {
         func startReliableLatency() {
             phase = .reliableShortLatency
             var sent = 0
-            let toB = [bPeer]
+            let toB = [bPeer], session = a.session
             let message = StampedMessage(tag: BenchPhase.reliableShortLatency.tag, count: payload)
             var next: () -> Void = {}
             func one() {
@@ -243,7 +243,7 @@ struct SessionBenchCommand: ParsableCommand {
                 let last = sent >= latency
                 if !last { loop.schedule(after: .milliseconds(1), next) }
                 message.stamp()
-                do { try a.session.send(message.bytes, to: toB, mode: .reliable) } catch {
+                do { try session.send(message.bytes, to: toB, mode: .reliable) } catch {
                     sendFailures += 1
                 }
                 if last {

@@ -37,6 +37,32 @@ import Testing
         #expect(s.retransmissions == 2)
     }
 
+    /// `mayPoll` is the cheap question a link asks before `poll`: whenever it says no, `poll`
+    /// has nothing (seeded walk of enqueues, acks, SACKs, shrinking and growing windows, time).
+    @Test func mayPollIsFalseOnlyWhenPollHasNothing() throws {
+        var rng = SeededRandom(seed: 13)
+        var s = sender(window: 4)
+        var now = Instant.zero
+        var sent: UInt64 = 0
+        var falseSeen = 0, trueSeen = 0
+        for _ in 0..<5_000 {
+            switch rng.next() % 5 {
+            case 0: if (try? s.enqueue([UInt8(truncatingIfNeeded: rng.next())])) != nil { sent += 1 }
+            case 1:
+                let cumulative = sent == 0 ? 0 : rng.next() % (sent + 1)
+                let blocks: [Range<UInt64>] = cumulative + 2 <= sent ? [(cumulative + 1)..<(cumulative + 2)] : []
+                _ = s.acknowledged(AckFrame(cumulative: cumulative, window: UInt16(1 + rng.next() % 6), blocks: blocks), now: now)
+            case 2: now = now + .milliseconds(Int64(rng.next() % 400))
+            default: break
+            }
+            let may = s.mayPoll(now: now)
+            if may { trueSeen += 1 } else { falseSeen += 1 }
+            let frames = s.poll(now: now)
+            if !may { #expect(frames.isEmpty, "mayPoll said no, poll sent \(seqs(frames))") }
+        }
+        #expect(falseSeen > 100 && trueSeen > 100, "both answers exercised: \(falseSeen) no, \(trueSeen) yes")
+    }
+
     @Test func anAckForFragmentsThatNeverLeftSkipsThemWithoutATrap() throws {
         var s = sender(window: 2)
         for i in 0..<6 { _ = try s.enqueue([UInt8(i)]) }
