@@ -301,6 +301,9 @@ public struct SessionMachine {
     public mutating func received(_ bytes: [UInt8], from address: EndpointAddress, at now: Instant,
                                   datagramLimit: Int? = nil) -> [SessionAction] {
         guard !isClosed else { return [] }
+        // The last datagram's deadlines, if its driver did not read them (`takeDeferringDeadlines`):
+        // the touched list holds one input's links at most.
+        refreshDeadlines()
         statistics.framesReceived += 1
         // No link of ours is larger than the configured datagram size, and no peer of ours sends
         // more (a peer may see a larger path toward us than we toward it, e.g. L2CAP MTUs differ
@@ -322,7 +325,7 @@ public struct SessionMachine {
             statistics.malformedDropped += 1
         }
         reconcile()
-        return take()
+        return takeDeferringDeadlines()
     }
 
     // MARK: Links
@@ -421,9 +424,18 @@ public struct SessionMachine {
     }
 
     /// The call's actions; every input ends here, so this is also where the links it touched
-    /// get their new deadlines.
+    /// get their new deadlines (a received datagram's excepted: `takeDeferringDeadlines`).
     mutating func take() -> [SessionAction] {
         refreshDeadlines()
+        return takeDeferringDeadlines()
+    }
+
+    /// The call's actions, the touched links' deadlines left for later: a received datagram's
+    /// event reaches the driver before that bookkeeping, not after it (it was ~300 instructions
+    /// between the datagram and its delivery: issue 13). Recorded by `deadlineToArm()` (the
+    /// driver's next read), by the next input, or first thing in `timerFired`; `nextDeadline`
+    /// counts touched links meanwhile, so nothing reads a stale deadline.
+    mutating func takeDeferringDeadlines() -> [SessionAction] {
         defer { actions = [] }
         return actions
     }

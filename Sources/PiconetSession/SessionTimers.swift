@@ -8,7 +8,9 @@ extension SessionMachine {
     /// Time passed: retransmissions, keep-alives, lost detection, expiries.
     public mutating func timerFired(at now: Instant) -> [SessionAction] {
         guard !isClosed else { return [] }
-        // Only the links whose deadline has come (the deadline heap), not a walk of all.
+        // Only the links whose deadline has come (the deadline heap, with the last datagram's
+        // links recorded first: `takeDeferringDeadlines`), not a walk of all.
+        refreshDeadlines()
         var due = table.takeDue(at: now)
         defer { table.recycleDue(&due) }
         for i in due {
@@ -37,7 +39,11 @@ extension SessionMachine {
     /// `nextDeadline`, read where the machine lies: a driver that keeps the machine in a class
     /// (`PeerSession`) and read the getter copied all of the machine, about a kilobyte, before
     /// every read, once per input (`memcpy` in callgrind, issue 13); a mutating call does not.
-    public mutating func deadlineToArm() -> Instant? { nextDeadline }
+    /// It also records the deadlines a received datagram left for later (`takeDeferringDeadlines`).
+    public mutating func deadlineToArm() -> Instant? {
+        refreshDeadlines()
+        return nextDeadline
+    }
 
     /// Records the new deadline of each link this call touched (at the end of every input).
     mutating func refreshDeadlines() {

@@ -107,6 +107,38 @@ import Testing
         #expect(try #require(a.nextDeadline) > before)
     }
 
+    /// A received datagram's deadlines wait until the driver reads them (`deadlineToArm`), the
+    /// next input or `timerFired`; meanwhile `nextDeadline` already counts them, and the touched
+    /// list never holds more than one datagram's links.
+    @Test func aReceivedDatagramsDeadlinesAreRecordedByTheNextReadOrInput() throws {
+        var a = LinkDeadlinesTests.machine()
+        var b = SessionMachine(identity: PeerIdentity(displayName: "b"), configuration: SessionConfiguration(policy: .acceptAll), seed: 5)
+        let aAddress = EndpointAddress.memory(node: 1, port: 1), bAddress = EndpointAddress.memory(node: 2, port: 1)
+        try LinkDeadlinesTests.connect(a: &a, at: aAddress, to: &b, at: bAddress)
+        _ = b.deadlineToArm()
+        #expect(b.table.touched.isEmpty)
+        var datagrams: [[UInt8]] = []
+        for i in 0..<3 {
+            let (_, out) = try a.send([UInt8(i)], to: [b.identity.peerID], mode: .unreliable, now: LinkDeadlinesTests.at(100 + Int64(i)))
+            for case let .send(bytes, _) in out { datagrams.append(bytes) }
+        }
+        #expect(datagrams.count == 3)
+        let first = b.received(datagrams[0], from: aAddress, at: LinkDeadlinesTests.at(200))
+        #expect(first.contains { if case .event(.received([0], _, _)) = $0 { true } else { false } })
+        #expect(!b.table.touched.isEmpty, "left for later")
+        #expect(b.nextDeadline == LinkDeadlinesTests.walked(b), "counted meanwhile")
+        _ = b.received(datagrams[1], from: aAddress, at: LinkDeadlinesTests.at(300))
+        #expect(Set(b.table.touched).count == 1 && b.table.touched.count <= 4, "one datagram's links, not two: \(b.table.touched)")
+        let armed = b.deadlineToArm()
+        #expect(b.table.touched.isEmpty && armed == LinkDeadlinesTests.walked(b))
+        // timerFired records them first: at the lost deadline of the last datagram heard, the link is due.
+        _ = b.received(datagrams[2], from: aAddress, at: LinkDeadlinesTests.at(400))
+        let lost = LinkDeadlinesTests.at(400) + b.configuration.lostTimeout
+        _ = b.timerFired(at: lost - .milliseconds(1))
+        #expect(b.connectedPeers == [a.identity.peerID])
+        #expect(try #require(b.nextDeadline) <= lost)
+    }
+
     /// `a` invites `b` at time 0 and the two exchange datagrams until neither has more to send.
     static func connect(a: inout SessionMachine, at aAddress: EndpointAddress, to b: inout SessionMachine,
                         at bAddress: EndpointAddress) throws {
