@@ -142,14 +142,16 @@ public struct ByteWriter {
     }
 
     /// Overwrites two bytes at `position` (little-endian), e.g. a length patched after the body.
+    /// Only bytes already written change: a position outside them (an encoder's slip, never
+    /// anything a peer sends) writes nothing, rather than trapping or touching the reserved room.
     public mutating func setUInt16(_ v: UInt16, at position: Int) {
-        precondition(position + 2 <= self.position, "ByteWriter.setUInt16 past the bytes written")
+        guard position >= 0, position <= self.position - 2 else { return }
         storage[position] = UInt8(truncatingIfNeeded: v)
         storage[position + 1] = UInt8(truncatingIfNeeded: v >> 8)
     }
 
     public mutating func setUInt16BE(_ v: UInt16, at position: Int) {
-        precondition(position + 2 <= self.position, "ByteWriter.setUInt16BE past the bytes written")
+        guard position >= 0, position <= self.position - 2 else { return }
         storage[position] = UInt8(truncatingIfNeeded: v >> 8)
         storage[position + 1] = UInt8(truncatingIfNeeded: v)
     }

@@ -72,6 +72,8 @@ import Testing
         over.writeUInt16(0x0201); over.writeUInt32(0x0605_0403); over.writeBytes([7, 8] as [UInt8]); over.writeUInt8(9)
         #expect(over.bytes == [1, 2, 3, 4, 5, 6, 7, 8, 9])
         over.setUInt16BE(0x0A0B, at: 7)
+        over.setUInt16(0xFFFF, at: 8)    // past the bytes written: nothing changes
+        over.setUInt16BE(0xFFFF, at: -1)
         #expect(over.takeBytes() == [1, 2, 3, 4, 5, 6, 7, 0x0A, 0x0B])
 
         var long: [UInt8] = Array(repeating: 0xEE, count: 40)
