@@ -92,8 +92,9 @@ let package = Package(
         .systemLibrary(name: "CPiconetPosix", path: "Sources/CPiconetPosix"),
         .target(name: "PiconetPosix", dependencies: ["PiconetLoop", "PiconetWire", "CBlueZ", "CPiconetPosix"],
                 swiftSettings: swift6),
-        // Test/bench helper: an EpollLoop that exits 0 on SIGTERM, UDP echo/ping for scripts/bench.
-        .executableTarget(name: "piconet-loop-probe", dependencies: ["PiconetPosix"], swiftSettings: swift6),
+        // Test/bench helper: an EpollLoop that exits 0 on SIGTERM, UDP echo/ping for scripts/bench;
+        // udp-oneway on a session socket's options (UDPSessionHost.socketOptions), hence PiconetRuntime.
+        .executableTarget(name: "piconet-loop-probe", dependencies: ["PiconetPosix", "PiconetRuntime"], swiftSettings: swift6),
         // Bench helper: L2CAP sink/source/echo/ping through L2CAPChannel for scripts/bench.d/70-l2cap (in the VM).
         .executableTarget(name: "piconet-l2cap-probe", dependencies: ["PiconetPosix"], swiftSettings: swift6),
         // VM stage helper: a Piconet session (invitation, Noise, reliable + unreliable) over L2CAP (BluetoothSessionHost).

@@ -85,6 +85,13 @@ public final class UDPEndpoint: DatagramEndpoint {
         /// slots grow to 64 KiB (address space) so a coalesced buffer is never cut. Ignored where
         /// the kernel lacks the option (`isReceiveOffloadActive` says which).
         public var receiveOffload = false
+        /// After a quiet wake-up (it took at most one datagram), the next one first asks the
+        /// kernel for a single datagram and delivers it before the batch call that finds the queue
+        /// empty, as a `recv` loop does: a `recvmmsg` for a whole batch tries the queue again
+        /// after the first datagram, and a lone datagram waits for that try (~0.1 us on this
+        /// machine: issue 13). Under load (the last wake-up took more) every call asks for a whole
+        /// batch. The price: one more call per lone datagram, after its delivery.
+        public var deliverLoneDatagramFirst = false
 
         public init(reuseAddress: Bool = false, reusePort: Bool = false, receivePacketInfo: Bool = true,
                     maximumDatagramSize: Int = 65_507) {
@@ -146,6 +153,8 @@ public final class UDPEndpoint: DatagramEndpoint {
     @exclusivity(unchecked) public private(set) var statistics = Statistics()
     /// The kernel's SO_RXQ_OVFL count last seen (a wrapping 32-bit counter of this socket).
     @exclusivity(unchecked) private var kernelDropCount: UInt32 = 0
+    /// Datagrams (and errors) the last readable wake-up took (`Options.deliverLoneDatagramFirst`).
+    @exclusivity(unchecked) private var takenLastWakeUp = 0
     public var isClosed: Bool { socket.isClosed }
     /// Whether sends still use UDP GSO: asked for, and not refused by the kernel yet.
     @exclusivity(unchecked) public private(set) var isSegmentationActive: Bool
@@ -555,8 +564,11 @@ public final class UDPEndpoint: DatagramEndpoint {
     private func receiveAll() {
         var taken = 0
         let pool = receivePool
+        var loneFirst = options.deliverLoneDatagramFirst && takenLastWakeUp <= 1
+        defer { takenLastWakeUp = taken }
         while taken < options.maximumDatagramsPerWakeUp, !socket.isClosed {
-            let wanted = min(pool.capacity, options.maximumDatagramsPerWakeUp - taken)
+            let wanted = loneFirst ? 1 : min(pool.capacity, options.maximumDatagramsPerWakeUp - taken)
+            loneFirst = false
             pool.prepareForReceive(wanted)
             let outcome = Result { () throws(IOError) in try Sys.recvmmsg(socket.rawValue, pool.headers, count: wanted) }
             switch outcome {

@@ -42,16 +42,10 @@ public enum InterfaceBoundary {
 
 extension UDPSessionHost {
     /// A session socket at `address` limited to `interfaces` (see `InterfaceBoundary`), with the
-    /// 1 MiB buffers of `openSocket(loop:bind:)`.
+    /// `socketOptions` of `openSocket(loop:bind:)`.
     public static func openSocket(loop: EpollLoop, bind address: EndpointAddress,
                                   interfaces: [String]) throws(SessionRuntimeError) -> UDPEndpoint {
-        var options = UDPEndpoint.Options()
-        options.receiveBufferSize = 1 << 20
-        options.sendBufferSize = 1 << 20
-        options.coalesceSends = true // one sendmmsg per loop callback (a burst, the acks of a batch)
-        options.firstSendOfTurnDirect = true // ... after its first datagram, which leaves at once (latency)
-        options.segmentationOffload = true // a run of equal datagrams to one peer: one GSO entry
-        options.receiveOffload = true // UDP_GRO buffers, split back into datagrams
+        var options = socketOptions
         do {
             options = try InterfaceBoundary.options(options, interfaces: interfaces)
         } catch {

@@ -120,22 +120,34 @@ public final class UDPSessionHost {
         session = try PeerSession(identity: identity, configuration: configuration, endpoint: endpoint, loop: loop)
     }
 
-    /// A UDP socket for sessions at `address`, with 1 MiB buffers each way.
+    /// What a session socket asks of its `UDPEndpoint`: 1 MiB buffers each way; sends coalesced into
+    /// one `sendmmsg` per loop callback (a burst, the acks of a batch) after the turn's first
+    /// datagram, which leaves at once (latency); a run of equal datagrams to one peer as one GSO
+    /// entry; UDP_GRO buffers split back into datagrams; a lone datagram after a quiet spell
+    /// delivered before the call that finds the queue empty. No IP_PKTINFO: a session answers the
+    /// address a datagram came from and never reads where it arrived (`InterfaceBoundary` turns it
+    /// back on to filter by interface); asking for it cost each datagram ~0.1 us in the kernel
+    /// (issue 13).
+    public static var socketOptions: UDPEndpoint.Options {
+        var options = UDPEndpoint.Options(receivePacketInfo: false)
+        options.receiveBufferSize = 1 << 20
+        options.sendBufferSize = 1 << 20
+        options.coalesceSends = true
+        options.firstSendOfTurnDirect = true
+        options.segmentationOffload = true
+        options.receiveOffload = true
+        options.deliverLoneDatagramFirst = true
+        return options
+    }
+
+    /// A UDP socket for sessions at `address` (`socketOptions`).
     public static func openSocket(loop: EpollLoop, bind address: EndpointAddress) throws(SessionRuntimeError) -> UDPEndpoint {
         do {
-            var options = UDPEndpoint.Options()
-            options.receiveBufferSize = 1 << 20
-            options.sendBufferSize = 1 << 20
-        options.coalesceSends = true // one sendmmsg per loop callback (a burst, the acks of a batch)
-        options.firstSendOfTurnDirect = true // ... after its first datagram, which leaves at once (latency)
-        options.segmentationOffload = true // a run of equal datagrams to one peer: one GSO entry
-        options.receiveOffload = true // UDP_GRO buffers, split back into datagrams
-            return try UDPEndpoint(loop: loop, bindTo: address, options: options)
+            return try UDPEndpoint(loop: loop, bindTo: address, options: socketOptions)
         } catch {
             throw .socket(address: address.description, reason: "\(error)")
         }
     }
-
 
     public var localAddress: EndpointAddress { endpoint.localAddress }
 

@@ -1,5 +1,6 @@
 import PiconetLoop
 import PiconetPosix
+import PiconetRuntime
 
 /// Flushes stdout so a parent reading a pipe sees "ready" at once.
 func flush() { CurrentProcess.flushOutput() }
@@ -77,13 +78,7 @@ final class UDPOneWay {
     init(loop: EpollLoop, count: Int) throws {
         self.loop = loop
         self.count = count
-        var options = UDPEndpoint.Options()   // as SessionRuntime.openSocket sets them
-        options.receiveBufferSize = 1 << 20
-        options.sendBufferSize = 1 << 20
-        options.coalesceSends = true
-        options.firstSendOfTurnDirect = true
-        options.segmentationOffload = true
-        options.receiveOffload = true
+        let options = UDPSessionHost.socketOptions   // a session socket's, so the row is the session's loop
         sender = try UDPEndpoint(loop: loop, bindTo: .loopback(port: 0), options: options)
         receiver = try UDPEndpoint(loop: loop, bindTo: .loopback(port: 0), options: options)
         samples.reserveCapacity(count)

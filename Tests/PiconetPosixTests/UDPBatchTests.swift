@@ -121,6 +121,49 @@ import Testing
         sender.close()
     }
 
+    /// `deliverLoneDatagramFirst`: after a quiet wake-up the first call asks for one datagram and
+    /// delivers it before the batch call that finds the queue empty; a burst that follows switches
+    /// the next wake-up back to whole batches, and a lone datagram after that to the single call.
+    @Test func aLoneDatagramAfterAQuietSpellIsDeliveredBeforeTheQueueIsTriedAgain() throws {
+        let loop = try EpollLoop()
+        var options = UDPEndpoint.Options()
+        options.deliverLoneDatagramFirst = true
+        let receiver = try UDPEndpoint(loop: loop, bindTo: .loopback(port: 0), options: options)
+        let sender = try UDPEndpoint(loop: loop, bindTo: .loopback(port: 0))
+        let mock = SyscallMock()
+        var got: [[UInt8]] = []
+        var callsBeforeDelivery: [Int] = []
+        var expected = 0
+        receiver.onDatagram = { d in
+            got.append(d.bytes)
+            callsBeforeDelivery.append(mock.calls(named: "recvmmsg").count)
+            if got.count == expected { loop.stop() }
+        }
+        func wave(_ messages: [[UInt8]]) -> [Int] {
+            let before = mock.calls(named: "recvmmsg").count
+            expected += messages.count
+            for m in messages { _ = try? sender.send(m, to: receiver.localAddress) }
+            SyscallMock.$current.withValue(mock) { runLoop(loop) }
+            return mock.calls(named: "recvmmsg").dropFirst(before).map { $0.arguments[1] }
+        }
+        // Quiet: one datagram, taken alone, delivered after one call; the queue is tried after it.
+        #expect(wave([message(sender: 1, 0)]) == [1, 32])
+        #expect(callsBeforeDelivery == [1])
+        // A burst after a quiet spell: the first alone, the rest in the batch call.
+        let burst = (1...5).map { message(sender: 1, $0) }
+        #expect(wave(burst) == [1, 32])
+        // After a busy wake-up, the next asks for a whole batch at once.
+        let second = (6...9).map { message(sender: 1, $0) }
+        #expect(wave(second) == [32])
+        // ... and a lone datagram then is taken by that batch call; the one after it alone again.
+        #expect(wave([message(sender: 1, 10)]) == [32])
+        #expect(wave([message(sender: 1, 11)]) == [1, 32])
+        #expect(got == [message(sender: 1, 0)] + burst + second + [message(sender: 1, 10), message(sender: 1, 11)])
+        #expect(receiver.statistics.received == 12)
+        receiver.close()
+        sender.close()
+    }
+
     @Test func aBatchLargerThanThePoolTakesSeveralCallsAndStopsOnAShortOne() throws {
         let loop = try EpollLoop()
         var options = UDPEndpoint.Options()
