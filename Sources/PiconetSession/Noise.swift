@@ -60,8 +60,15 @@ enum NoiseConstants {
 /// datagram transports, where frames carry their counter and may arrive out of
 /// order; the caller guarantees uniqueness on the sending side (a strictly
 /// increasing counter) and the receiver uses a replay window.
-public struct CipherState: Sendable {
-    var key: SecretBytes?
+///
+/// `@unchecked Sendable`: besides the immutable, `Sendable` key it holds only the address of the
+/// key's bytes, which nothing writes through.
+public struct CipherState: @unchecked Sendable {
+    /// The key; every assignment also sets `keyBytes`.
+    var key: SecretBytes? { didSet { keyBytes = key?.unsafeBytes } }
+    /// The address of `key`'s bytes, valid while this value (or a copy: they share the key) holds
+    /// `key`: what `frameKey` hands out.
+    private var keyBytes: UnsafePointer<UInt8>?
     /// The next nonce `encrypt` will use.
     public private(set) var nonce: UInt64 = 0
 
@@ -69,10 +76,17 @@ public struct CipherState: Sendable {
     public static let maxNonce = UInt64.max
 
     init(key: [UInt8]? = nil) {
-        if let key { self.key = SecretBytes(copying: key) }
+        if let key {
+            let secret = SecretBytes(copying: key)
+            self.key = secret
+            keyBytes = secret.unsafeBytes
+        }
     }
 
-    init(secret: SecretBytes) { key = secret }
+    init(secret: SecretBytes) {
+        key = secret
+        keyBytes = secret.unsafeBytes
+    }
 
     public var hasKey: Bool { key != nil }
 
@@ -123,30 +137,8 @@ public struct CipherState: Sendable {
         return try CipherState.open(key, nonce: n, ad: ad, ciphertext: ciphertext)
     }
 
-    /// Seals in place with an explicit nonce (the record layer's datagrams): encrypts
-    /// `message` where it lies and writes the tag to `tag`, authenticating `ad`. False without
-    /// a key (the record layer always has one), at the reserved nonce, or if libsodium refused.
-    func sealInPlace(nonce n: UInt64, ad: UnsafeBufferPointer<UInt8>, message: UnsafeMutableBufferPointer<UInt8>,
-                     tag: UnsafeMutableBufferPointer<UInt8>) -> Bool {
-        guard let key, n < CipherState.maxNonce, tag.count == NoiseConstants.tagLength,
-              let adBase = ad.baseAddress, let tagBase = tag.baseAddress else { return false }
-        let m = message.baseAddress ?? tagBase   // an empty message: never read
-        return Sodium.sealInPlace(key: key, nonce: n, ad: adBase, adLength: ad.count,
-                                  message: m, messageLength: message.count, tag: tagBase)
-    }
-
-    /// Checks `tag` over `ciphertext` and `ad` and decrypts into `out` (as long as `ciphertext`).
-    /// False without a key, at the reserved nonce, or for anything not sealed with this key.
-    func openDetached(nonce n: UInt64, ad: UnsafeBufferPointer<UInt8>, ciphertext: UnsafeBufferPointer<UInt8>,
-                      tag: UnsafeBufferPointer<UInt8>, into out: UnsafeMutableBufferPointer<UInt8>) -> Bool {
-        guard let key, n < CipherState.maxNonce, tag.count == NoiseConstants.tagLength, out.count == ciphertext.count,
-              let adBase = ad.baseAddress, let tagBase = tag.baseAddress else { return false }
-        // Empty bodies: libsodium reads no byte through these, but wants valid pointers.
-        let c = ciphertext.baseAddress ?? tagBase
-        let o = out.baseAddress ?? UnsafeMutablePointer(mutating: tagBase)
-        return Sodium.openDetached(key: key, nonce: n, ad: adBase, adLength: ad.count, ciphertext: c,
-                                   ciphertextLength: ciphertext.count, tag: tagBase, into: o)
-    }
+    /// The key for the record layer's per-frame calls (nil without a key): see `FrameKey`.
+    var frameKey: FrameKey? { keyBytes.map(FrameKey.init) }
 
     /// Noise `Rekey()`: the new key is the first 32 bytes of ENCRYPT(k, 2^64-1, "", 32 zero bytes).
     /// The counter is not reset (Noise §11.3): both sides rekey at the same point.
@@ -156,6 +148,40 @@ public struct CipherState: Sendable {
                                               plaintext: [UInt8](repeating: 0, count: 32)) else { return }
         self.key = SecretBytes(copying: Array(out[0..<32]))
         Sodium.wipe(&out)
+    }
+}
+
+/// A `CipherState`'s key as the record layer's per-frame calls use it: the address of the key's
+/// bytes and no reference, so taking it out of a cipher held in a table retains nothing (through
+/// the cipher, every seal and open retained and released its key: two atomic operations a
+/// frame, issue 13). Valid only while the `CipherState` it came from holds that key: taken and
+/// used within one call, never stored.
+struct FrameKey {
+    let bytes: UnsafePointer<UInt8>
+
+    /// Seals in place with an explicit nonce (the record layer's datagrams): encrypts
+    /// `message` where it lies and writes the tag to `tag`, authenticating `ad`. False at the
+    /// reserved nonce or if libsodium refused.
+    func sealInPlace(nonce n: UInt64, ad: UnsafeBufferPointer<UInt8>, message: UnsafeMutableBufferPointer<UInt8>,
+                     tag: UnsafeMutableBufferPointer<UInt8>) -> Bool {
+        guard n < CipherState.maxNonce, tag.count == NoiseConstants.tagLength,
+              let adBase = ad.baseAddress, let tagBase = tag.baseAddress else { return false }
+        let m = message.baseAddress ?? tagBase   // an empty message: never read
+        return Sodium.sealInPlace(key: bytes, nonce: n, ad: adBase, adLength: ad.count,
+                                  message: m, messageLength: message.count, tag: tagBase)
+    }
+
+    /// Checks `tag` over `ciphertext` and `ad` and decrypts into `out` (as long as `ciphertext`).
+    /// False at the reserved nonce or for anything not sealed with this key.
+    func openDetached(nonce n: UInt64, ad: UnsafeBufferPointer<UInt8>, ciphertext: UnsafeBufferPointer<UInt8>,
+                      tag: UnsafeBufferPointer<UInt8>, into out: UnsafeMutableBufferPointer<UInt8>) -> Bool {
+        guard n < CipherState.maxNonce, tag.count == NoiseConstants.tagLength, out.count == ciphertext.count,
+              let adBase = ad.baseAddress, let tagBase = tag.baseAddress else { return false }
+        // Empty bodies: libsodium reads no byte through these, but wants valid pointers.
+        let c = ciphertext.baseAddress ?? tagBase
+        let o = out.baseAddress ?? UnsafeMutablePointer(mutating: tagBase)
+        return Sodium.openDetached(key: bytes, nonce: n, ad: adBase, adLength: ad.count, ciphertext: c,
+                                   ciphertextLength: ciphertext.count, tag: tagBase, into: o)
     }
 }
 

@@ -100,17 +100,19 @@ struct RecordLayer {
         w.writeZeros(SealedFrame.minimumBody)   // the tag's room
         var bytes = w.takeBytes()
         guard bytes.count == total else { return Sealed(bytes: nil, rekeys: rekeys) }   // an encodedLength that lied
-        let cipher = sendCipher, encrypted = self.encrypted
+        // The key's address, not a copy of the cipher (see `FrameKey`); the link has a key.
+        guard let key = sendCipher.frameKey else { return Sealed(bytes: nil, rekeys: rekeys) }
+        let encrypted = self.encrypted
         let ok = bytes.withUnsafeMutableBufferPointer { p -> Bool in
             let tag = UnsafeMutableBufferPointer(rebasing: p[(total - SealedFrame.minimumBody)...])
             if encrypted {
-                return cipher.sealInPlace(nonce: counter, ad: UnsafeBufferPointer(rebasing: p[0..<adLength]),
+                return key.sealInPlace(nonce: counter, ad: UnsafeBufferPointer(rebasing: p[0..<adLength]),
                                           message: UnsafeMutableBufferPointer(rebasing: p[adLength..<(adLength + plainLength)]),
                                           tag: tag)
             }
             // Not secret, still authentic: the AEAD tag over an empty plaintext, with the
             // header and the clear body as associated data (same key, same nonce sequence).
-            return cipher.sealInPlace(nonce: counter, ad: UnsafeBufferPointer(rebasing: p[0..<(adLength + plainLength)]),
+            return key.sealInPlace(nonce: counter, ad: UnsafeBufferPointer(rebasing: p[0..<(adLength + plainLength)]),
                                       message: UnsafeMutableBufferPointer(rebasing: p[0..<0]), tag: tag)
         }
         return Sealed(bytes: ok ? bytes : nil, rekeys: rekeys)
@@ -189,8 +191,9 @@ struct RecordLayer {
     }
 
     /// One AEAD check (and decryption) of `f` in `datagram` under `cipher`, into `plain`.
-    private static func open(_ f: LocatedSealedFrame, _ datagram: [UInt8], with cipher: CipherState, encrypted: Bool,
+    private static func open(_ f: LocatedSealedFrame, _ datagram: [UInt8], with cipher: borrowing CipherState, encrypted: Bool,
                              into plain: inout [UInt8]) -> Bool {
+        guard let key = cipher.frameKey else { return false }   // its address (see `FrameKey`)
         let innerCount = f.bodyCount - SealedFrame.minimumBody
         let tagStart = f.end - SealedFrame.minimumBody
         if encrypted {
@@ -206,11 +209,11 @@ struct RecordLayer {
             plain.withUnsafeMutableBufferPointer { out in
                 let tag = UnsafeBufferPointer(rebasing: d[tagStart..<f.end])
                 if encrypted {
-                    return cipher.openDetached(nonce: f.counter, ad: UnsafeBufferPointer(rebasing: d[0..<f.bodyStart]),
+                    return key.openDetached(nonce: f.counter, ad: UnsafeBufferPointer(rebasing: d[0..<f.bodyStart]),
                                                ciphertext: UnsafeBufferPointer(rebasing: d[f.bodyStart..<tagStart]),
                                                tag: tag, into: out)
                 }
-                return cipher.openDetached(nonce: f.counter, ad: UnsafeBufferPointer(rebasing: d[0..<tagStart]),
+                return key.openDetached(nonce: f.counter, ad: UnsafeBufferPointer(rebasing: d[0..<tagStart]),
                                            ciphertext: UnsafeBufferPointer(rebasing: d[0..<0]), tag: tag,
                                            into: UnsafeMutableBufferPointer(rebasing: out[0..<0]))
             }

@@ -155,15 +155,14 @@ enum Sodium {
     /// overwrite the plaintext exactly) and writes the 16-byte tag at `tag`, authenticating
     /// `adLength` bytes at `ad` too. The record layer seals a datagram in the one buffer it is
     /// sent from: no array per frame. False only if libsodium refused (never under 2^38 bytes).
-    static func sealInPlace(key: SecretBytes, nonce: UInt64, ad: UnsafePointer<UInt8>, adLength: Int,
+    /// `key`: the 32 bytes of a `SecretBytes` its caller holds for the call.
+    static func sealInPlace(key: UnsafePointer<UInt8>, nonce: UInt64, ad: UnsafePointer<UInt8>, adLength: Int,
                             message: UnsafeMutablePointer<UInt8>, messageLength: Int, tag: UnsafeMutablePointer<UInt8>) -> Bool {
         start()
         var tagLength: UInt64 = 0
-        let rc = key.withPointer { k in
-            withNonce(nonce) { npub in
-                crypto_aead_chacha20poly1305_ietf_encrypt_detached(message, tag, &tagLength, message, UInt64(messageLength),
-                                                                   ad, UInt64(adLength), nil, npub, k)
-            }
+        let rc = withNonce(nonce) { npub in
+            crypto_aead_chacha20poly1305_ietf_encrypt_detached(message, tag, &tagLength, message, UInt64(messageLength),
+                                                               ad, UInt64(adLength), nil, npub, key)
         }
         return rc == 0 && tagLength == UInt64(Sodium.tagLength)
     }
@@ -171,15 +170,13 @@ enum Sodium {
     /// Checks the 16-byte `tag` over `ciphertext` and `ad` and, only if it holds, decrypts into
     /// `out` (`ciphertextLength` bytes; may be `ciphertext` itself). False for a wrong key, nonce
     /// or `ad`, or tampered bytes: then `out` is left as libsodium left it (not plaintext).
-    static func openDetached(key: SecretBytes, nonce: UInt64, ad: UnsafePointer<UInt8>, adLength: Int,
+    static func openDetached(key: UnsafePointer<UInt8>, nonce: UInt64, ad: UnsafePointer<UInt8>, adLength: Int,
                              ciphertext: UnsafePointer<UInt8>, ciphertextLength: Int, tag: UnsafePointer<UInt8>,
                              into out: UnsafeMutablePointer<UInt8>) -> Bool {
         start()
-        let rc = key.withPointer { k in
-            withNonce(nonce) { npub in
-                crypto_aead_chacha20poly1305_ietf_decrypt_detached(out, nil, ciphertext, UInt64(ciphertextLength), tag,
-                                                                   ad, UInt64(adLength), npub, k)
-            }
+        let rc = withNonce(nonce) { npub in
+            crypto_aead_chacha20poly1305_ietf_decrypt_detached(out, nil, ciphertext, UInt64(ciphertextLength), tag,
+                                                               ad, UInt64(adLength), npub, key)
         }
         return rc == 0
     }
@@ -253,6 +250,10 @@ final class SecretBytes: @unchecked Sendable {
     func withPointer<R>(_ body: (UnsafePointer<UInt8>) -> R) -> R {
         body(UnsafePointer(base))
     }
+
+    /// The first byte's address, for a holder that keeps this object alive as long as it uses
+    /// the address (`CipherState`: a C call per frame without a retain and a release).
+    var unsafeBytes: UnsafePointer<UInt8> { UnsafePointer(base) }
 
     /// A copy as an array, for callers that must hand the key on (persisting an identity).
     var bytes: [UInt8] { Array(UnsafeBufferPointer(start: base, count: count)) }

@@ -101,6 +101,44 @@ import Testing
         #expect(b.open(moved) == .forged)
     }
 
+    /// `FrameKey` (the key's address the per-frame calls use) follows every key a cipher gets:
+    /// after a rekey it seals what only the rekeyed key opens, and copies of a cipher share it.
+    @Test func theFrameKeyFollowsTheCipherThroughARekey() throws {
+        var cipher = CipherState(key: RecordLayerTests.k1)
+        let before = try #require(cipher.frameKey)
+        cipher.rekey()
+        let after = try #require(cipher.frameKey)
+        #expect(before.bytes != after.bytes)
+        let copy = cipher
+        #expect(copy.frameKey?.bytes == after.bytes)
+        let ad = [UInt8](repeating: 7, count: 18)
+        var message = [UInt8](repeating: 0x5A, count: 40)
+        var tag = [UInt8](repeating: 0, count: 16)
+        let sealed = ad.withUnsafeBufferPointer { a in
+            message.withUnsafeMutableBufferPointer { m in
+                tag.withUnsafeMutableBufferPointer { t in after.sealInPlace(nonce: 3, ad: a, message: m, tag: t) }
+            }
+        }
+        #expect(sealed && message != [UInt8](repeating: 0x5A, count: 40))
+        func opens(_ c: CipherState) throws -> Bool {
+            let key = try #require(c.frameKey)
+            var out = [UInt8](repeating: 0, count: message.count)
+            let ok = ad.withUnsafeBufferPointer { a in
+                message.withUnsafeBufferPointer { m in
+                    tag.withUnsafeBufferPointer { t in
+                        out.withUnsafeMutableBufferPointer { o in key.openDetached(nonce: 3, ad: a, ciphertext: m, tag: t, into: o) }
+                    }
+                }
+            }
+            return ok && out == [UInt8](repeating: 0x5A, count: 40)
+        }
+        var rekeyed = CipherState(key: RecordLayerTests.k1)
+        rekeyed.rekey()
+        #expect(try opens(rekeyed))
+        #expect(try !opens(CipherState(key: RecordLayerTests.k1)), "the key before the rekey must not open it")
+        #expect(CipherState().frameKey == nil)
+    }
+
     @Test func aStragglerOfThePreviousEpochStillOpens() throws {
         var (a, b) = RecordLayerTests.pair(rekeyAfterFrames: 4)
         var frames: [SealedFrame] = []
