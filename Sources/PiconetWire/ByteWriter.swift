@@ -134,7 +134,7 @@ public struct ByteWriter {
     @inlinable public mutating func writeZeros(_ n: Int) {
         if hasRoom(n) {
             let at = position
-            storage.withUnsafeMutableBytes { UnsafeMutableRawBufferPointer(rebasing: $0[at..<(at + n)]).initializeMemory(as: UInt8.self, repeating: 0) }
+            storage.withUnsafeMutableBytes { _ = UnsafeMutableRawBufferPointer(rebasing: $0[at..<(at + n)]).initializeMemory(as: UInt8.self, repeating: 0) }
         } else {
             storage.append(contentsOf: repeatElement(0, count: n))
         }
