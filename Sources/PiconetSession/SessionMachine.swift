@@ -190,7 +190,9 @@ public struct SessionMachine {
         case .unreliable:
             for p in peers {
                 // The link's box leaves the table and comes back; the link itself does not move.
-                guard let i = lone ?? table.linkIndex(of: p), let box = table.checkOut(i) else { continue }
+                // An unreliable frame moves only `lastSent` (its keep-alive, later): no refresh.
+                guard let i = lone ?? table.linkIndex(of: p),
+                      let box = table.checkOut(i, deadlineMovesOnlyLater: true) else { continue }
                 sendUnreliable(message, link: &box.link, now: now)
                 table.checkIn(box)
             }
