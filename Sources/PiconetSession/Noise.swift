@@ -76,11 +76,7 @@ public struct CipherState: @unchecked Sendable {
     public static let maxNonce = UInt64.max
 
     init(key: [UInt8]? = nil) {
-        if let key {
-            let secret = SecretBytes(copying: key)
-            self.key = secret
-            keyBytes = secret.unsafeBytes
-        }
+        if let key { self = CipherState(secret: SecretBytes(copying: key)) }
     }
 
     init(secret: SecretBytes) {

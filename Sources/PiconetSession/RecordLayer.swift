@@ -107,13 +107,13 @@ struct RecordLayer {
             let tag = UnsafeMutableBufferPointer(rebasing: p[(total - SealedFrame.minimumBody)...])
             if encrypted {
                 return key.sealInPlace(nonce: counter, ad: UnsafeBufferPointer(rebasing: p[0..<adLength]),
-                                          message: UnsafeMutableBufferPointer(rebasing: p[adLength..<(adLength + plainLength)]),
-                                          tag: tag)
+                                       message: UnsafeMutableBufferPointer(rebasing: p[adLength..<(adLength + plainLength)]),
+                                       tag: tag)
             }
             // Not secret, still authentic: the AEAD tag over an empty plaintext, with the
             // header and the clear body as associated data (same key, same nonce sequence).
             return key.sealInPlace(nonce: counter, ad: UnsafeBufferPointer(rebasing: p[0..<(adLength + plainLength)]),
-                                      message: UnsafeMutableBufferPointer(rebasing: p[0..<0]), tag: tag)
+                                   message: UnsafeMutableBufferPointer(rebasing: p[0..<0]), tag: tag)
         }
         return Sealed(bytes: ok ? bytes : nil, rekeys: rekeys)
     }
@@ -210,12 +210,12 @@ struct RecordLayer {
                 let tag = UnsafeBufferPointer(rebasing: d[tagStart..<f.end])
                 if encrypted {
                     return key.openDetached(nonce: f.counter, ad: UnsafeBufferPointer(rebasing: d[0..<f.bodyStart]),
-                                               ciphertext: UnsafeBufferPointer(rebasing: d[f.bodyStart..<tagStart]),
-                                               tag: tag, into: out)
+                                            ciphertext: UnsafeBufferPointer(rebasing: d[f.bodyStart..<tagStart]),
+                                            tag: tag, into: out)
                 }
                 return key.openDetached(nonce: f.counter, ad: UnsafeBufferPointer(rebasing: d[0..<tagStart]),
-                                           ciphertext: UnsafeBufferPointer(rebasing: d[0..<0]), tag: tag,
-                                           into: UnsafeMutableBufferPointer(rebasing: out[0..<0]))
+                                        ciphertext: UnsafeBufferPointer(rebasing: d[0..<0]), tag: tag,
+                                        into: UnsafeMutableBufferPointer(rebasing: out[0..<0]))
             }
         }
     }
