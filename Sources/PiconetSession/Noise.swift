@@ -76,7 +76,11 @@ public struct CipherState: @unchecked Sendable {
     public static let maxNonce = UInt64.max
 
     init(key: [UInt8]? = nil) {
-        if let key { self = CipherState(secret: SecretBytes(copying: key)) }
+        if let key {
+            let secret = SecretBytes(copying: key)
+            self.key = secret
+            keyBytes = secret.unsafeBytes
+        }
     }
 
     init(secret: SecretBytes) {
