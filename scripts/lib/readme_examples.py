@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
-"""Runs README.md's examples as written (the `readme` stage; the VM stage for Bluetooth/GPIO ones).
+"""Runs README.md's examples as written (the `readme` stage; the VM stage for Bluetooth/GPIO ones),
+and those of every docs/*.md page with --docs (each file's scenes end with that file).
 
-Every code block in the README is preceded by a marker comment (invisible on GitHub):
+Every code block in the README and the docs is preceded by a marker comment (invisible on GitHub):
 
     <!-- readme-test: KIND [key=value ...] [-- reason] -->
 
@@ -55,7 +56,8 @@ KINDS = {"run", "vm", "stage", "skip", "output", "json", "swift", "text"}
 
 
 class Block:
-    def __init__(self, line, lines, marker):
+    def __init__(self, file, line, lines, marker):
+        self.file = file          # the file as named in messages (README.md, docs/mqtt.md)
         self.line = line          # 1-based line of the block's first line
         self.lines = lines        # the block's text lines (indentation / fences removed)
         self.marker = marker      # the marker text or None
@@ -101,10 +103,10 @@ class Block:
     @property
     def title(self):
         first = self.commands()[:1] or [l for l in self.lines if l.strip()][:1] or [""]
-        return f"README.md:{self.line} {first[0].strip()[:70]}"
+        return f"{self.file}:{self.line} {first[0].strip()[:70]}"
 
 
-def parse(path):
+def parse(path, shown):
     text = open(path, encoding="utf-8").read().split("\n")
     blocks, i, prev = [], 0, ""
     while i < len(text):
@@ -116,7 +118,7 @@ def parse(path):
             while i < len(text) and not text[i].startswith(fence.group(1)):
                 body.append(text[i])
                 i += 1
-            blocks.append(Block(start + 1, body, marker_of(prev)))
+            blocks.append(Block(shown, start + 1, body, marker_of(prev)))
             prev, i = "", i + 1
             continue
         if l.startswith("    ") and l.strip() and i > 0 and not text[i - 1].strip():
@@ -126,7 +128,7 @@ def parse(path):
                     break
                 body.append(text[i][4:])
                 i += 1
-            blocks.append(Block(start + 1, body, marker_of(prev)))
+            blocks.append(Block(shown, start + 1, body, marker_of(prev)))
             prev = ""
             continue
         if l.strip():
@@ -331,9 +333,9 @@ class Runner:
 
     def step(self, scene, side, b, n, original, step, exports):
         kind, sep, expect = re.match(r"^(\w+)([~=]?)(.*)$", step).groups()
-        what = f"README.md:{b.line} `{original.strip()[:90]}`"
+        what = f"{b.file}:{b.line} `{original.strip()[:90]}`"
         cmd = "; ".join(exports + [original])
-        log = os.path.join(scene.dir, f"step-{b.line}-{n}.log")
+        log = os.path.join(scene.dir, f"step-{b.line}-{n}.log")   # a scene lives in one file
         err = os.path.join(scene.dir, f"step-{b.line}-{n}.err")
         argv = scene.argv(side, cmd, b.keys.get("tmpfs"))
         env = scene.env(side)
@@ -406,23 +408,34 @@ def main():
     # and deletes its namespaces.
     for sig in (signal.SIGTERM, signal.SIGHUP):
         signal.signal(sig, lambda n, _: sys.exit(128 + n))
-    ap = argparse.ArgumentParser(description="Runs README.md's marked examples.")
+    ap = argparse.ArgumentParser(description="Runs the marked examples of README.md (and docs/*.md).")
     ap.add_argument("--readme", required=True)
+    ap.add_argument("--docs", default="", help="a folder whose *.md pages are checked too, after the README")
     ap.add_argument("--root", required=True, help="the checkout (working directory of every example)")
     ap.add_argument("--bin", required=True, help="directory of the built piconet binaries (put first on PATH)")
     ap.add_argument("--stages", default="", help="comma-separated stage names of scripts/test")
     ap.add_argument("--vm", action="store_true", help="run the blocks marked vm (inside the test VM)")
     ap.add_argument("--list", action="store_true", help="print every block with its marker, run nothing")
     args = ap.parse_args()
-    blocks = parse(args.readme)
+    files = [(args.readme, os.path.basename(args.readme))]
+    if args.docs:
+        pages = sorted(f for f in os.listdir(args.docs) if f.endswith(".md"))
+        if not pages:
+            print(f"FAIL {args.docs}: no *.md pages (--docs names the folder of the docs)", flush=True)
+            return 1
+        base = os.path.basename(os.path.normpath(args.docs))
+        files += [(os.path.join(args.docs, f), f"{base}/{f}") for f in pages]
+    parsed = [parse(path, shown) for path, shown in files]
     if args.list:
-        for b in blocks:
-            print(f"{b.title}  [{b.marker or 'UNMARKED'}]")
+        for blocks in parsed:
+            for b in blocks:
+                print(f"{b.title}  [{b.marker or 'UNMARKED'}]")
         return 0
     r = Runner(args)
-    if not blocks:
-        r.fail("README.md", "no code blocks found")
-    r.run(blocks)
+    if not parsed[0]:
+        r.fail(files[0][1], "no code blocks found")
+    for blocks in parsed:
+        r.run(blocks)
     print(f"readme{'-vm' if args.vm else ''}: {r.passed} passed, {r.failed} failed, {r.skipped} skipped", flush=True)
     return 0 if r.failed == 0 else 1
 
