@@ -1,5 +1,5 @@
 #!/bin/sh
-# README.md's Bluetooth examples, run as written in the test VM (the blocks marked
+# README.md's and docs/*.md's Bluetooth examples, run as written in the test VM (the blocks marked
 # `<!-- readme-test: vm … -->`; the readme stage runs the others on the host): two virtual
 # controllers (hci_vhci + btvirt -l2: hci0 = 00:AA:01:00:00:00, hci1) and a dummy `wlan0`
 # for the examples that name one. scripts/lib/readme_examples.py --vm does the running.
@@ -32,7 +32,7 @@ else
 fi
 
 python3 "$PICONET_ROOT/scripts/lib/readme_examples.py" --vm --readme "$PICONET_ROOT/README.md" \
-  --root "$PICONET_ROOT" --bin "$PICONET_BIN_DIR" 2>&1 | tee /tmp/readme-vm.log
+  --docs "$PICONET_ROOT/docs" --root "$PICONET_ROOT" --bin "$PICONET_BIN_DIR" 2>&1 | tee /tmp/readme-vm.log
 line=$(grep -E '^readme-vm: [0-9]+ passed, [0-9]+ failed' /tmp/readme-vm.log | tail -n1)
 if [ -n "$line" ]; then
   PASS=$((PASS + $(echo "$line" | sed -E 's/^readme-vm: ([0-9]+) passed.*/\1/')))
