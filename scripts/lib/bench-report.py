@@ -224,7 +224,8 @@ def main():
         return 64
     if a.json:
         try:
-            run = json.load(open(a.json, encoding="utf-8"))
+            # Numbers kept as the run wrote them ("0.50" stays 0.50); verdicts convert them.
+            run = json.load(open(a.json, encoding="utf-8"), parse_float=str, parse_int=str)
             body = region_from_run(run, a.json)
         except (OSError, ValueError) as e:
             print(f"bench-report: error: {a.json}: {e} (scripts/bench --json FILE writes it)", file=sys.stderr)
