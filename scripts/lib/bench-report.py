@@ -20,7 +20,7 @@ come from a run.
 The JSON is what scripts/bench writes:
     {"machine": {"nproc", "cpu", "arch", "kernel"},
      "rows": [{"name", "value", "unit", "baseline", "baseline_value", "ratio"}, ...],
-     "not_measured": ["name" or {"name", "reason"}, ...]}      (optional)
+     "not_measured": [{"bench", "row", "why"} or "name", ...]}  (optional)
 value, baseline_value and ratio are numbers, or strings such as "-" and "n/a".
 """
 import argparse
@@ -120,7 +120,8 @@ def region_from_run(run, source):
     missing = {}
     for m in run.get("not_measured", []) or []:
         if isinstance(m, dict):
-            missing[m.get("name", "?")] = m.get("reason", "")
+            # scripts/bench writes {"bench", "row", "why"}
+            missing[m.get("row", m.get("name", "?"))] = m.get("why", m.get("reason", ""))
         else:
             missing[str(m)] = ""
     m = run.get("machine", {}) or {}
