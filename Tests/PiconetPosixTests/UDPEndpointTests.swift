@@ -1,18 +1,33 @@
+import Glibc  // flock, geteuid: the lock around the host's lo flag
 import PiconetLoop
 import PiconetPosix
 import Testing
 
-/// Whether multicast can be tested on `lo`: it needs the MULTICAST flag, which Debian's
-/// lo lacks by default. As root we switch it on (`ip link set lo multicast on`, left on:
-/// it only lets multicast loop back on this host); otherwise the test is skipped.
-func loopbackMulticastReady() -> Bool {
-    if (try? NetworkInterfaces.named("lo"))??.supportsMulticast == true { return true }
+/// Whether `lo` carries the MULTICAST flag, which Debian's lo lacks by default.
+func loopbackHasMulticast() -> Bool { (try? NetworkInterfaces.named("lo"))??.supportsMulticast == true }
+
+/// Whether multicast can be tested on `lo`: the flag is there, or root can set it for the test.
+func loopbackMulticastPossible() -> Bool { loopbackHasMulticast() || geteuid() == 0 }
+
+/// Runs `body` with lo's MULTICAST flag on, then puts the flag back as it was: the host's lo is
+/// not the test's to change. An exclusive flock on lo's sysfs folder serializes this with other
+/// test runs on the host, so one run's restore never takes the flag from under another's test.
+func withLoopbackMulticast<R>(_ body: () throws -> R) throws -> R {
+    let lock = open("/sys/class/net/lo", O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+    if lock >= 0 { _ = flock(lock, LOCK_EX) }
+    defer { if lock >= 0 { close(lock) } }   // closing releases the lock
+    let wasOn = loopbackHasMulticast()
+    if !wasOn { setLoopbackMulticast("on") }
+    defer { if !wasOn { setLoopbackMulticast("off") } }
+    return try body()
+}
+
+private func setLoopbackMulticast(_ state: String) {
     for ip in ["/usr/sbin/ip", "/sbin/ip"] {
-        guard let child = try? ChildProcess.spawn(ip, ["link", "set", "lo", "multicast", "on"]) else { continue }
+        guard let child = try? ChildProcess.spawn(ip, ["link", "set", "lo", "multicast", state]) else { continue }
         _ = try? child.wait()
-        break
+        return
     }
-    return (try? NetworkInterfaces.named("lo"))??.supportsMulticast == true
 }
 
 @Suite struct UDPEndpointTests {
@@ -75,9 +90,16 @@ func loopbackMulticastReady() -> Bool {
         sender.close()
     }
 
-    @Test(.enabled(if: loopbackMulticastReady(),
+    @Test(.enabled(if: loopbackMulticastPossible(),
                    "lo has no MULTICAST flag and this user cannot set it (needs root: ip link set lo multicast on)"))
     func multicastOnTheLoopbackInterface() throws {
+        try withLoopbackMulticast {
+            #expect(loopbackHasMulticast(), "ip link set lo multicast on did not take")
+            try multicastRoundTripOnLoopback()
+        }
+    }
+
+    private func multicastRoundTripOnLoopback() throws {
         let lo = try #require(try NetworkInterfaces.named("lo"))
         let group = IPv4Address(239, 255, 77, 77)
         let loop = try EpollLoop()

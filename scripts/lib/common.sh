@@ -17,6 +17,44 @@ PICONET_APT_PACKAGES=(
   chromium sqlite3         # the main-job stage: browser test of the live page, history checks
   debootstrap              # stage 72-arm64: the sid root with Debian's swiftlang for the aarch64 hub and CLI
 )
+# cannot_run REASON: this stage cannot run here (not root, no namespaces, too little memory, a
+# tool or PyPI missing): the one place a stage decides to skip. On a developer machine that is a
+# visible skip (exit 77, which scripts/test counts as a skipped stage); with CI=true, where every
+# stage must run, it is a failure naming what is missing.
+cannot_run() {
+  local stage; stage=$(basename "$0"); stage=${stage#[0-9][0-9]-}
+  if [ "${CI:-}" = true ]; then
+    say "FAIL $stage cannot run in CI: $1"
+    say "$stage: 0 passed, 1 failed, 0 skipped"
+    exit 1
+  fi
+  say "$stage: skipped: $1"
+  exit 77
+}
+# cannot_check NAME REASON: one check of a stage cannot run here: a visible skip on a developer
+# machine, a failure with CI=true. It counts in the caller's own $skipped or $failed.
+cannot_check() {
+  if [ "${CI:-}" = true ]; then failed=$((failed + 1)); say "FAIL $1: cannot run in CI: $2"
+  else skipped=$((skipped + 1)); say "skip $1: $2"; fi
+}
+# swift_testing_counts LOG: "PASSED FAILED SKIPPED" from a `swift test` log (Swift Testing's
+# console output), or nothing when the log has no run summary. The total is the summary's
+# "Test run with N tests" (tests that ran or were skipped); the skipped and failed are its
+# result lines ("Test NAME skipped." / skipped: "why" / was cancelled after …, and
+# "Test NAME [with K test cases] failed after D seconds …"). The symbol that starts each line
+# (U+279C, U+2718…) is matched as any run of non-blanks and grep reads bytes (LC_ALL=C), so a
+# POSIX locale and a UTF-8 one count the same.
+swift_testing_counts() {
+  local n s f
+  n=$(LC_ALL=C grep -aE '^[^ ]+ Test run with [0-9]+ tests? in [0-9]+ suites? (passed|failed) after' "$1" | tail -n1 |
+      LC_ALL=C sed -E 's/^[^ ]+ Test run with ([0-9]+) tests? .*/\1/')
+  [ -n "$n" ] || return 0
+  s=$(LC_ALL=C grep -aE '^[^ ]+ Test .+ (skipped(\.|: ".*")|was cancelled after [0-9.]+ seconds.*)$' "$1" |
+      LC_ALL=C grep -acvE '^[^ ]+ Test (run with|case passing) ' || true)
+  f=$(LC_ALL=C grep -aE '^[^ ]+ Test .+ failed after [0-9.]+ seconds( with .*)?\.$' "$1" |
+      LC_ALL=C grep -acvE '^[^ ]+ Test (run with|case passing) ' || true)
+  echo "$((n - s - f)) $f $s"
+}
 # usage_error WHAT [FIX]: the one-line usage error of every Piconet command (STYLE.md):
 # "NAME: error: WHAT (FIX)" on stderr, exit 64 (EX_USAGE).
 usage_error() {

@@ -19,6 +19,20 @@ PASS=0; FAIL=0; SKIP=0
 ok() { PASS=$((PASS + 1)); echo "PASS: $*"; }
 ko() { FAIL=$((FAIL + 1)); echo "FAIL: $*"; }
 up() { cut -d' ' -f1 /proc/uptime; }
+# BlueZ's tester summary (src/shared/tester.c), colours removed:
+#   "Total: 33, Passed: 33 (100.0%), Failed: 0, Not Run: 0"  (a timed-out test counts as failed)
+tester_summary() { sed 's/\x1b\[[0-9;]*m//g' "$1" | grep -a '^Total: ' | tail -n1; }
+# tester_all_passed SUMMARY: true only when the counts say every test ran and passed.
+tester_all_passed() {
+  echo "$1" | awk '{ if (match($0, /^Total: [0-9]+, Passed: [0-9]+ \([0-9.]+%\), Failed: [0-9]+, Not Run: [0-9]+/) == 0) exit 1
+    gsub(/[^0-9]+/, " ")   # total, passed, the percentage (two numbers), failed, not run
+    exit !($1 > 0 && $2 == $1 && $(NF - 1) == 0 && $NF == 0) }'
+}
+# tester_not_passed LOG: the names the summary lists as Failed, Timed out or Not Run.
+tester_not_passed() {
+  sed 's/\x1b\[[0-9;]*m//g' "$1" | awk '/^Test Summary/ {s = 1; next} /^Total: / {s = 0}
+    s && match($0, / +(Failed|Timed out|Not Run) *( +[0-9.]+ seconds)?$/) { print substr($0, 1, RSTART - 1) }'
+}
 
 [ -e /dev/vhci ] || modprobe hci_vhci || ko "modprobe hci_vhci"
 # bt_start: two fresh emulated controllers (btvirt -l2: hci0, hci1), LE + BR/EDR, powered.
@@ -369,12 +383,28 @@ elif command -v l2cap-tester >/dev/null; then
   kill $BTVIRT 2>/dev/null; wait $BTVIRT 2>/dev/null
   t=$(up)
   timeout 300 l2cap-tester > /tmp/l2cap-tester.log 2>&1
-  summary=$(grep -a '^Total' /tmp/l2cap-tester.log | sed 's/\x1b\[[0-9;]*m//g' | tail -n1)
+  summary=$(tester_summary /tmp/l2cap-tester.log)
   echo "  l2cap-tester (BlueZ reference): ${summary:-no summary line} (${t}s -> $(up)s)"
-  # A reference for the kernel and emulator, not a test of Piconet: it passes when it ran and
-  # reported; its own failures are listed (on this VM "LE Client - Close socket 2" times out now and then).
   grep -aE 'Failed|Timed out|Not Run' /tmp/l2cap-tester.log | grep -v '^Total' | sed 's/\x1b\[[0-9;]*m//g; s/^/  reference: /'
-  if [ -n "$summary" ]; then ok "l2cap-tester ran as a reference: $summary"; else ko "l2cap-tester printed no summary"; tail -n 20 /tmp/l2cap-tester.log; fi
+  if tester_all_passed "$summary"; then ok "l2cap-tester: every test passed: $summary"
+  elif [ -z "$summary" ]; then ko "l2cap-tester printed no summary"; tail -n 20 /tmp/l2cap-tester.log
+  else
+    # On this VM "LE Client - Close socket 2" times out now and then under TCG: each test that did
+    # not pass runs once more on its own (-s NAME), and every one of those must pass.
+    retried=0 again=0
+    while IFS= read -r name; do
+      [ -n "$name" ] || continue
+      retried=$((retried + 1))
+      timeout 120 l2cap-tester -s "$name" > /tmp/l2cap-tester-retry.log 2>&1
+      s2=$(tester_summary /tmp/l2cap-tester-retry.log)
+      echo "  retry '$name': ${s2:-no summary line}"
+      tester_all_passed "$s2" && again=$((again + 1))
+    done <<NAMES
+$(tester_not_passed /tmp/l2cap-tester.log)
+NAMES
+    if [ "$retried" -gt 0 ] && [ "$again" = "$retried" ]; then ok "l2cap-tester: $summary; the $retried that did not pass passed on a retry"
+    else ko "l2cap-tester: $summary ($again of $retried passed on a retry)"; fi
+  fi
 else
   SKIP=$((SKIP + 1)); echo "SKIP: l2cap-tester not installed (bluez-test-tools)"
 fi
