@@ -74,6 +74,12 @@ with tempfile.TemporaryDirectory() as d:
     row = table_row(text, "session-oneway-p50")
     expect("the best-of-rounds row is shown beside the median, not judged",
            row is not None and row[2] == "(shown, not judged)" and row[6] == "—", row)
+    row = table_row(text, "e2e-latency-p50-median")
+    expect("the end-to-end latency goal is judged on the median of rounds (3.2 > 3: not met)",
+           row is not None and row[5] == "3.2" and "not met" in row[6], row)
+    row = table_row(text, "e2e-latency-p50")
+    expect("the end-to-end best of rounds (2.4, under the goal) is shown, not judged",
+           row is not None and row[2] == "(shown, not judged)" and row[6] == "—", row)
     row = table_row(text, "node-idle-wakeups-x86_64")
     expect("a value goal (= 0 wake-ups) is judged on the value", row is not None and row[6] == "met", row)
     row = table_row(text, "hub-ingest-store")
