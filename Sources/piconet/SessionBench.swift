@@ -84,6 +84,13 @@ struct SessionBenchCommand: ParsableCommand {
     var reliableShort: Int = 0
     @Option(help: "Bytes per unreliable, latency and short reliable message (9 ... 1024: byte 0 tags the phase, 1...8 carry the send time).")
     var payload: Int = 100
+    // The product's defaults unless asked: a benchmark that tunes them says so in its row names.
+    @Option(help: "Reliable messages in flight the sender allows itself (default: the product's).")
+    var sendWindow: Int = ReliableConfiguration().sendWindow
+    @Option(help: "Reliable messages the receiver buffers out of order, advertised as the peer's window (default: the product's).")
+    var receiveWindow: Int = ReliableConfiguration().receiveWindow
+    @Option(help: "Bytes of reliable messages buffered unacknowledged before a send stalls (default: the product's).")
+    var sendBufferLimit: Int = ReliableConfiguration().sendBufferLimit
 
     func run() throws {
         // The options as plain values: an `@Option`'s getter goes through ArgumentParser's generic
@@ -96,10 +103,16 @@ struct SessionBenchCommand: ParsableCommand {
             throw usageFailure("session-bench", "--payload must be 9 ... 1024 bytes, got \(payload)")
         }
         guard reliableShort >= 0 else { throw usageFailure("session-bench", "--reliable-short must be 0 or more") }
+        guard (1...65_536).contains(sendWindow), (1...65_536).contains(receiveWindow) else {
+            throw usageFailure("session-bench", "--send-window and --receive-window must be 1 ... 65536")
+        }
+        guard (1...(1 << 30)).contains(sendBufferLimit) else {
+            throw usageFailure("session-bench", "--send-buffer-limit must be 1 ... 1073741824 bytes")
+        }
         var config = SessionConfiguration(policy: .acceptAll)
-        config.reliable.sendWindow = 256
-        config.reliable.receiveWindow = 1024
-        config.reliable.sendBufferLimit = 4 << 20
+        config.reliable.sendWindow = sendWindow
+        config.reliable.receiveWindow = receiveWindow
+        config.reliable.sendBufferLimit = sendBufferLimit
         // Measure the handshake itself, not the flood limit (production default: 20/s, burst 40).
         config.handshakeRate = 1e9
         config.handshakeBurst = 1e9

@@ -3,7 +3,8 @@
  *   udp_blaster one-thread SECONDS   one thread sends a batch, then drains what arrived (the
  *                                    shape of `piconet session-bench`: one loop, both ends)
  *   udp_blaster two-threads SECONDS  a sender thread floods, a receiver thread blocks in
- *                                    recvmmsg (both cores: the machine's upper bound)
+ *                                    recvmmsg (a flood: the kernel drops what the receiver
+ *                                    cannot take, so it is no ceiling; not used by the bench)
  * Prints "DELIVERED_PER_S OFFERED_PER_S LOSS_PERCENT" on stdout. */
 #define _GNU_SOURCE
 #include <arpa/inet.h>
