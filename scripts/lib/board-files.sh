@@ -128,6 +128,12 @@ start_command() { printf '%s/usr/local/bin/piconet-%s --config %s/etc/piconet/%s
 render_unit() {
   local role=$1 board=$2 bt
   bt=$(jq -r '.bluetoothAdapter // empty' "$board")
+  # Capabilities only serve Bluetooth sockets: a board without an adapter gets an empty set.
+  local caps='' capnote='# No Bluetooth adapter in the board profile: no capabilities at all.'
+  if [ -n "$bt" ]; then
+    caps='CAP_NET_RAW CAP_NET_ADMIN'
+    capnote="# Raw HCI and L2CAP sockets ($bt) need these; ambient so the binary keeps them without root."
+  fi
   cat <<EOF
 # Written by Piconet's scripts/flash-sd or scripts/provision; rewritten on every run.
 [Unit]
@@ -142,9 +148,9 @@ User=$PICONET_USER
 Group=$PICONET_USER
 # gpio: /dev/gpiochip* for the LEDs and button; bluetooth: BlueZ's D-Bus policy.
 SupplementaryGroups=gpio bluetooth
-# Raw HCI and L2CAP sockets need these; ambient so the binary keeps them without root.
-AmbientCapabilities=CAP_NET_RAW CAP_NET_ADMIN
-CapabilityBoundingSet=CAP_NET_RAW CAP_NET_ADMIN
+$capnote
+${caps:+AmbientCapabilities=$caps
+}CapabilityBoundingSet=$caps
 NoNewPrivileges=yes
 ProtectSystem=strict
 ProtectHome=yes
@@ -160,6 +166,35 @@ RestartSec=2
 WantedBy=multi-user.target
 EOF
 }
+
+# The commands a non-root login may run through `sudo -n` (render_sudoers), with the exact
+# paths scripts/provision calls them by: sudo matches a rule's words one for one.
+PICONET_SUDO_INSTALL='/usr/bin/install -D -m'
+PICONET_SUDO_SYSTEMCTL=/usr/bin/systemctl
+
+# sudo_install_words PATH MODE: the install command that writes stdin to /PATH, root-owned.
+# Content comes from stdin (not a file the login could point elsewhere with a symlink).
+sudo_install_words() { printf '%s %s -o 0 -g 0 /dev/stdin /%s' "$PICONET_SUDO_INSTALL" "$2" "$1"; }
+
+# render_sudoers LOGIN ROLE BOARD_ID: the sudoers drop-in on stdout. Not `NOPASSWD: ALL`: only
+# writing the binary, the CLI, the config and the board profile into their places and stopping,
+# starting or restarting the unit. The unit itself (which names the command systemd runs as
+# whom) is not among them: flash-sd writes it, and a changed one needs root.
+render_sudoers() {
+  local login=$1 role=$2 id=$3 path mode verb sep='' unit=piconet-$2.service
+  printf '# Written by Piconet flash-sd: what scripts/provision runs through sudo -n as %s, nothing more.\n' "$login"
+  printf 'Cmnd_Alias PICONET_PROVISION = '
+  while read -r path mode; do
+    case "$path" in etc/systemd/*) continue ;; esac
+    printf '%s%s' "$sep" "$(sudo_install_words "$path" "$mode")"; sep=$', \\\n    '
+  done < <(board_file_modes "$role" "$id"; echo "usr/local/bin/piconet 0755")
+  for verb in stop start restart; do printf '%s%s %s %s' "$sep" "$PICONET_SUDO_SYSTEMCTL" "$verb" "$unit"; done
+  printf '\n%s ALL=(root) NOPASSWD: PICONET_PROVISION\n' "$login"
+}
+
+# known_hosts_file [FILE]: where flash-sd records each board's SSH host key and provision
+# looks it up (one "NAME ssh-ed25519 KEY" line per board; provision pins it by HostKeyAlias=NAME).
+known_hosts_file() { printf '%s' "${1:-${PICONET_KNOWN_HOSTS:-${XDG_STATE_HOME:-$HOME/.local/state}/piconet/known_hosts}}"; }
 
 # read_psk FILE: the Wi-Fi passphrase (first line), checked for WPA2-PSK's shape.
 read_psk() {
@@ -249,12 +284,11 @@ board_file_modes() {
     "etc/systemd/system/piconet-$1.service 0644"
 }
 
-# peer_id_from_browse NAME: reads `piconet browse --json` output (one
-# {"event":"found","name":..,"info":{..}} per line, or an array) on stdin and prints the peer ID
-# of the first "found" NAME: the first of peerID/peerId/info.peer/info.peerID/info.id/id.
-# Prints nothing when NAME was not found.
-peer_id_from_browse() {
-  jq -rs --arg n "$1" '[.. | objects | select(.name? == $n and (.event? // "found") == "found")] | first
-    | if . == null then "" else (.peerID // .peerId // .info.peer // .info.peerID // .info.id // .id
-        // "(found, but no peer id in its discovery info)") end' 2>/dev/null || true
+# browse_claims: reads `piconet browse --json` output (one {"event":"found","name":..,"info":{..}}
+# per line, or an array) on stdin and prints, per "found" record, its claimed peer ID (info.peer,
+# else info.id; "-" when it has none), a tab, and its name as a JSON string (control characters
+# escaped: it came from the network). Claims only: the key is proved by a handshake, not here.
+browse_claims() {
+  jq -rs '.. | objects | select(has("name") and (.event? // "found") == "found")
+    | "\((.info.peer // .info.id // .peerID // "-") | tostring | gsub("[\t\n]"; " "))\t\(.name | tojson)"' 2>/dev/null || true
 }
