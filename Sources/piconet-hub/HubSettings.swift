@@ -97,8 +97,8 @@ struct HubSettings {
         }
         if let n = try c.httpMaxConnections.map({ v throws(CommandLineError) in
             try OptionRange.integer(v, option: "--http-max-connections", in: 1...4096) })
-            ?? file?.integer("http-max-connections", in: 1...4096) {
-            s.httpMaxConnections = Int(n)
+            ?? file?.integer("http-max-connections", in: 1...4096).map(Int.init) {
+            s.httpMaxConnections = n
         }
         let db = try c.db ?? file?.string("db") ?? stateDirectory + "/hub.sqlite"
         s.databasePath = db == "off" ? nil : db
