@@ -103,7 +103,9 @@ let package = Package(
         .executableTarget(name: "piconet-swarm", dependencies: ["PiconetRuntime"], swiftSettings: swift6),
         // LED patterns and button logic (pure state machines), carried out by PiconetLights.
         .target(name: "PiconetIndicators", dependencies: ["PiconetLoop"], swiftSettings: swift6),
-        .target(name: "PiconetLights", dependencies: ["PiconetLoop", "PiconetIndicators", "CGPIOD", "CPiconetPosix"], swiftSettings: swift6),
+        // PiconetPosix: its syscall layer reads directories (the chip list), one reader for the OS edge.
+        .target(name: "PiconetLights", dependencies: ["PiconetLoop", "PiconetIndicators", "PiconetPosix", "CGPIOD", "CPiconetPosix"],
+                swiftSettings: swift6),
 
         // Peer core (pure).
         .target(name: "PiconetDiscovery", dependencies: ["PiconetWire", "PiconetLoop"], swiftSettings: swift6),

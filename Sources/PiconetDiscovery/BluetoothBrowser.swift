@@ -108,7 +108,7 @@ public struct BluetoothPeer: Equatable, Sendable, CustomStringConvertible {
     }
 
     public var description: String {
-        let n = name.map { "\"\($0)\($0.isEmpty || !nameIsShortened ? "" : "…")\"" } ?? "(no name yet)"
+        let n = name.map { "\"\(TerminalText.escaped($0))\($0.isEmpty || !nameIsShortened ? "" : "…")\"" } ?? "(no name yet)"
         return "\(n) at \(endpoint)\(rssi.map { ", \($0) dBm" } ?? "")"
     }
 }

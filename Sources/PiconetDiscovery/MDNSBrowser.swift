@@ -22,7 +22,7 @@ public struct DiscoveredService: Equatable, Sendable, CustomStringConvertible {
     }
 
     public var description: String {
-        "\(name) (\(service)) at \(host):\(port) \(addresses.map { $0.description }.joined(separator: ",")) [\(info)]"
+        "\(TerminalText.escaped(name)) (\(service)) at \(TerminalText.escaped(host)):\(port) \(addresses.map { $0.description }.joined(separator: ",")) [\(TerminalText.escaped(info.description))]"
     }
 }
 

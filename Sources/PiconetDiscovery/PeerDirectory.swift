@@ -64,7 +64,7 @@ public struct DiscoveredPeer: Equatable, Sendable, CustomStringConvertible {
     }
 
     public var description: String {
-        "\"\(name)\" \(service)\(peerID.map { " peer \($0)" } ?? "") routes: \(routes.map { $0.description }.joined(separator: "; "))"
+        "\"\(TerminalText.escaped(name))\" \(service)\(peerID.map { " peer \($0)" } ?? "") routes: \(routes.map { $0.description }.joined(separator: "; "))"
     }
 
     /// Whether `peer` goes by `name`: its Wi-Fi instance name, or its LE name (a shortened LE

@@ -15,10 +15,11 @@ import Synchronization
 /// **Token.** A secret in the hub's state directory (mode 0600). Required for every request
 /// that is not a read (`GET`/`HEAD`), and for reads too when the server is bound to anything
 /// but loopback (the LAN is not trusted: see the threat model). Accepted as
-/// `Authorization: Bearer TOKEN`, as the `piconet_hub_token` cookie, or once as `?token=TOKEN`,
-/// which answers with that cookie (`HttpOnly; SameSite=Strict`) so the live page and its
-/// event stream work in a browser. `/healthz` stays open (it says only `ok`). Comparisons
-/// run in constant time.
+/// `Authorization: Bearer TOKEN`, as the `piconet_hub_token` cookie, or once as `?token=TOKEN`:
+/// a read with it is answered by a redirect (303) to the same address without the token,
+/// carrying that cookie (`HttpOnly; SameSite=Strict`), so the token does not stay in the
+/// browser's history, bookmarks or a Referer while the live page and its event stream work.
+/// `/healthz` stays open (it says only `ok`). Comparisons run in constant time.
 public final class HubHTTPAccess: Sendable {
     /// nil: no token configured (loopback-only reads, and writes refused).
     public let token: String?
@@ -152,6 +153,19 @@ public final class HubHTTPAccess: Sendable {
         return nil
     }
 
+    /// Where a read that carried `?token=` is sent: the same path and query without any
+    /// `token` parameter. Always a path on this server: leading slashes and backslashes are
+    /// collapsed, so `//evil.example/` cannot become a redirect to another host.
+    static func locationWithoutToken(path: String, query: String?) -> String {
+        var location = "/" + path.drop(while: { $0 == "/" || $0 == "\\" })
+        let kept = (query ?? "").split(separator: "&").filter { part in
+            let key = part.prefix { $0 != "=" }
+            return key != "token" && !key.isEmpty
+        }
+        if !kept.isEmpty { location += "?" + kept.joined(separator: "&") }
+        return location
+    }
+
     /// Constant-time comparison (the time does not tell how many leading bytes matched).
     static func same(_ a: String, _ b: String) -> Bool {
         let x = Array(a.utf8), y = Array(b.utf8)
@@ -195,11 +209,19 @@ struct HubAccessMiddleware<Context: RequestContext>: RouterMiddleware {
         case .allow:
             return try await next(request, context)
         case .allowSettingCookie:
-            var response = try await next(request, context)
-            if let token = access.token {
-                response.headers[.setCookie] = "\(HubHTTPAccess.cookieName)=\(token); Path=/; HttpOnly; SameSite=Strict"
+            let cookie = access.token.map { "\(HubHTTPAccess.cookieName)=\($0); Path=/; HttpOnly; SameSite=Strict" }
+            guard request.method == .get || request.method == .head else {
+                // A write is not redirected (a browser would turn it into a GET); it gets the cookie.
+                var response = try await next(request, context)
+                if let cookie { response.headers[.setCookie] = cookie }
+                return response
             }
-            return response
+            var headers: HTTPFields = [.location: HubHTTPAccess.locationWithoutToken(path: request.uri.path, query: request.uri.query),
+                                       .cacheControl: "no-store", .contentType: "text/plain; charset=utf-8"]
+            headers[HTTPField.Name("Referrer-Policy")!] = "no-referrer"
+            if let cookie { headers[.setCookie] = cookie }
+            return Response(status: .seeOther, headers: headers,
+                            body: .init(byteBuffer: ByteBuffer(string: "token accepted: a cookie now stands for it\n")))
         case let .misdirected(host):
             return Response(status: .misdirectedRequest, headers: [.contentType: "text/plain; charset=utf-8"],
                             body: .init(byteBuffer: ByteBuffer(string:

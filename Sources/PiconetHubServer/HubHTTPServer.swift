@@ -22,12 +22,17 @@ import Synchronization
 public struct HubHTTPServer: Sendable {
     public let feed: HubFeed
     public let access: HubHTTPAccess
+    /// The cap on open connections (and the count of those refused past it).
+    public let connections: HubConnectionLimit
     let metrics: HubMetrics
 
-    /// - Parameter access: who may ask (`.open`: no checks, for tests of the routes themselves).
-    public init(feed: HubFeed, access: HubHTTPAccess = .open) {
+    /// - Parameters:
+    ///   - access: who may ask (`.open`: no checks, for tests of the routes themselves).
+    ///   - maximumConnections: connections held at once; one more is closed on arrival and counted.
+    public init(feed: HubFeed, access: HubHTTPAccess = .open, maximumConnections: Int = HubConnectionLimit.defaultMaximum) {
         self.feed = feed
         self.access = access
+        connections = HubConnectionLimit(maximum: maximumConnections)
         metrics = HubMetrics()
     }
 
@@ -46,13 +51,15 @@ public struct HubHTTPServer: Sendable {
         router.get("/api/snapshot") { _, _ in jsonResponse(feed.snapshot.json) }
         router.get("/api/nodes") { _, _ in jsonResponse(.array(feed.snapshot.nodes.map(\.withoutSeries.json))) }
         let refusals = self.access
+        let connections = self.connections
         router.get("/api/stats") { _, _ in
             let http = refusals.refusals
             var o = JSONObject()
             o["hub"] = feed.snapshot.hub.json
             o["drops"] = feed.snapshot.hub.dropsJSON
             o["http"] = .object({ var h = JSONObject(); h["misdirected"] = .integer(Int64(http.misdirected))
-                                  h["unauthorized"] = .integer(Int64(http.unauthorized)); return h }())
+                                  h["unauthorized"] = .integer(Int64(http.unauthorized))
+                                  h["connectionsRefused"] = .integer(Int64(connections.refused)); return h }())
             return jsonResponse(.object(o))
         }
         router.get("/api/nodes/:id/series") { request, context in
@@ -89,7 +96,7 @@ public struct HubHTTPServer: Sendable {
         }
         let access = self.access
         router.get("/metrics") { _, _ in
-            let text = metrics.render(feed.snapshot, http: access.refusals)
+            let text = metrics.render(feed.snapshot, http: access.refusals, connectionsRefused: connections.refused)
             return Response(status: .ok, headers: [.contentType: "text/plain; version=0.0.4"],
                             body: .init(byteBuffer: ByteBuffer(bytes: text)))
         }
@@ -101,6 +108,11 @@ public struct HubHTTPServer: Sendable {
 
     /// Serves on `host:port` until the surrounding task is cancelled.
     public func run(host: String, port: Int) async throws {
+        try await application(host: host, port: port).run()
+    }
+
+    /// The application `run` serves: the router, the idle timeout and the connection cap.
+    public func application(host: String, port: Int) -> some ApplicationProtocol {
         // Hummingbird logs a cancelled server (our orderly shutdown) as an error: keep its
         // logger to warnings and worse, and say ourselves where we listen.
         var logger = Logger(label: "piconet-hub.http")
@@ -110,11 +122,12 @@ public struct HubHTTPServer: Sendable {
         // flood stage saw such connections held open for good (descriptors 25 → 74). An event
         // stream being written is not idle-closed (Hummingbird only closes between requests or
         // mid-request).
-        let app = Application(router: makeRouter(),
-                              server: .http1(configuration: .init(idleTimeout: .seconds(Int64(Self.idleTimeoutSeconds)))),
-                              configuration: .init(address: .hostname(host, port: port), serverName: "piconet-hub"),
-                              logger: logger)
-        try await app.run()
+        let limit = connections
+        return Application(router: makeRouter(),
+                           server: .http1(configuration: .init(additionalChannelHandlers: [limit.handler()],
+                                                               idleTimeout: .seconds(Int64(Self.idleTimeoutSeconds)))),
+                           configuration: .init(address: .hostname(host, port: port), serverName: "piconet-hub"),
+                           logger: logger)
     }
 }
 
@@ -177,14 +190,17 @@ final class HubMetrics: Sendable {
                                                  help: "HTTP requests refused (421) for a Host this hub is not known by (DNS rebinding).")),
             ("unauthorized", registry.makeCounter(name: "piconet_hub_http_unauthorized_total",
                                                   help: "HTTP requests refused (401) for a missing or wrong token.")),
+            ("connections", registry.makeCounter(name: "piconet_hub_http_connections_refused_total",
+                                                 help: "HTTP connections closed on arrival because the connection cap was reached.")),
         ]
     }
 
-    func render(_ snapshot: HubSnapshot, http: HubHTTPAccess.Counters = .init()) -> [UInt8] {
+    func render(_ snapshot: HubSnapshot, http: HubHTTPAccess.Counters = .init(), connectionsRefused: Int = 0) -> [UInt8] {
         let totals: [String: UInt64] = [
             "unexpected": snapshot.hub.unexpectedPeersTotal, "forgotten": snapshot.hub.forgottenNodesTotal,
             "dropped": snapshot.hub.discoveryDroppedTotal,
             "misdirected": UInt64(http.misdirected), "unauthorized": UInt64(http.unauthorized),
+            "connections": UInt64(connectionsRefused),
         ]
         lastRefusals.withLock { last in
             for (name, counter) in refusals {

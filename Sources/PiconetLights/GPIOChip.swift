@@ -7,6 +7,7 @@
 import CGPIOD
 import CPiconetPosix
 import PiconetIndicators
+import PiconetPosix
 
 /// What one GPIO chip on this machine is.
 public struct GPIOChipInfo: Equatable, Sendable, CustomStringConvertible {
@@ -38,15 +39,15 @@ public final class GPIOChip {
     public static var api: String { String(cString: piconet_gpiod_api()) }
 
     /// The chip device paths here (`/dev/gpiochip*`), sorted by number.
+    ///
+    /// The directory is read by the syscall layer's one reader (`FileSystem.entries`), which
+    /// reads each name in place: copying `d_name` whole read past a short record at the end of
+    /// readdir's buffer.
     public static func devicePaths(in directory: String = "/dev") -> [String] {
-        guard let dir = opendir(directory) else { return [] }
-        defer { closedir(dir) }
+        guard let names = try? FileSystem.entries(of: directory) else { return [] }
         var numbers: [Int] = []
-        while let entry = readdir(dir) {
-            let name = withUnsafeBytes(of: entry.pointee.d_name) { raw in
-                String(decoding: raw.prefix(while: { $0 != 0 }), as: UTF8.self)
-            }
-            if name.hasPrefix("gpiochip"), let n = Int(name.dropFirst("gpiochip".count)) { numbers.append(n) }
+        for name in names where name.hasPrefix("gpiochip") {
+            if let n = Int(name.dropFirst("gpiochip".count)) { numbers.append(n) }
         }
         return numbers.sorted().map { "\(directory)/gpiochip\($0)" }
     }

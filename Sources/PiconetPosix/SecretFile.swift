@@ -5,12 +5,19 @@ import CPiconetPosix
 /// Written atomically (temporary file created exclusively without following links,
 /// fsync, rename) with mode exactly 0600, so a crash never leaves a half-written key
 /// and a planted link or a looser old file never decides where or how it is written. Reading refuses a file that group or
-/// others can read: a leaked identity key lets anyone impersonate the board.
+/// others can read: a leaked identity key lets anyone impersonate the board. It also refuses a
+/// symbolic link, anything but a regular file (a FIFO would block the reader, a device would
+/// never end) and a file owned by another user than this process's or root (that user could
+/// swap the key or the configuration under us).
 public enum SecretFile {
     public enum Failure: Error, Equatable, CustomStringConvertible {
         case notFound(String)
         case tooOpen(path: String, mode: UInt32)
         case tooLarge(path: String, size: Int, limit: Int)
+        /// A symbolic link, a FIFO, a device or a socket where a regular file belongs.
+        case notRegular(path: String, kind: String)
+        /// Owned by `owner`, neither this process's user `user` nor root.
+        case foreignOwner(path: String, owner: UInt32, user: UInt32)
         case io(path: String, IOError)
 
         public var description: String {
@@ -19,6 +26,10 @@ public enum SecretFile {
             case let .tooOpen(p, mode):
                 return "\(p) is readable by others (mode \(String(mode & 0o777, radix: 8))): run `chmod 600 \(p)`; Piconet refuses world- or group-readable key files"
             case let .tooLarge(p, size, limit): return "\(p) is \(size) bytes, more than the \(limit) a key file can be"
+            case let .notRegular(p, kind):
+                return "\(p) is \(kind), not a regular file: Piconet reads keys, tokens and configuration only from regular files (replace it with the file itself)"
+            case let .foreignOwner(p, owner, user):
+                return "\(p) belongs to user \(owner), not to this process's user \(user) or root: run `chown \(user) \(p)` if it is yours to use"
             case let .io(p, e): return "\(p): \(e)"
             }
         }
@@ -26,18 +37,28 @@ public enum SecretFile {
 
     /// Reads a file of at most `limit` bytes; throws `.notFound` when absent. With
     /// `requirePrivate` (keys) a file that group or others can read is refused;
-    /// configuration files pass `false`.
+    /// configuration files pass `false`. Either way only a regular file (not a link to one)
+    /// owned by this process's user or by root is read.
     public static func read(_ path: String, limit: Int = 64 * 1024, requirePrivate: Bool = true) throws(Failure) -> [UInt8] {
         let fd: CInt
-        do { fd = try Sys.open(path, flags: O_RDONLY) } catch {
+        // O_NOFOLLOW: a link is refused, not followed; O_NONBLOCK: opening a FIFO returns at
+        // once (fstat then refuses it) instead of waiting for a writer. O_CLOEXEC comes from Sys.open.
+        do { fd = try Sys.open(path, flags: O_RDONLY | O_NOFOLLOW | O_NONBLOCK) } catch {
             if error.errno == ENOENT { throw .notFound(path) }
+            if error.errno == ELOOP { throw .notRegular(path: path, kind: "a symbolic link") }
             throw .io(path: path, error)
         }
         defer { try? Sys.close(fd) }
         let st: (mode: mode_t, size: Int, owner: uid_t)
         do { st = try Sys.fileStatus(fd) } catch { throw .io(path: path, error) }
+        let type = st.mode & mode_t(S_IFMT)
         // A directory opens read-only fine; name it as what it is (not "chmod 600 /tmp").
-        if st.mode & mode_t(S_IFMT) == mode_t(S_IFDIR) { throw .io(path: path, IOError(errno: EISDIR, syscall: "open")) }
+        if type == mode_t(S_IFDIR) { throw .io(path: path, IOError(errno: EISDIR, syscall: "open")) }
+        guard type == mode_t(S_IFREG) else { throw .notRegular(path: path, kind: kindName(type)) }
+        let user = Sys.effectiveUserID()
+        guard UInt32(st.owner) == user || st.owner == 0 else {
+            throw .foreignOwner(path: path, owner: UInt32(st.owner), user: user)
+        }
         if requirePrivate && st.mode & 0o077 != 0 { throw .tooOpen(path: path, mode: UInt32(st.mode)) }
         if st.size > limit { throw .tooLarge(path: path, size: st.size, limit: limit) }
         var out = [UInt8](repeating: 0, count: st.size)
@@ -58,6 +79,17 @@ public enum SecretFile {
         // freed buffer that no caller can wipe.
         if got < out.count { out.removeLast(out.count - got) }
         return out
+    }
+
+    static func kindName(_ type: mode_t) -> String {
+        switch type {
+        case mode_t(S_IFIFO): return "a FIFO"
+        case mode_t(S_IFCHR): return "a character device"
+        case mode_t(S_IFBLK): return "a block device"
+        case mode_t(S_IFSOCK): return "a socket"
+        case mode_t(S_IFLNK): return "a symbolic link"
+        default: return "an unknown kind of file (type \(String(type >> 12, radix: 8)))"
+        }
     }
 
     /// The temporary file `write` creates next to `path` before renaming it into place.

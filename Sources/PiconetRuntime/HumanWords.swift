@@ -42,6 +42,54 @@ public enum HumanWords {
         }
     }
 
+    /// One line for what `piconet browse` sees over mDNS: `found "node A" hr-sensor host pi.local. port 5000 addresses 10.0.0.7 info bpm=72`.
+    /// Name, host and discovery info are the sender's choice: every one goes through `TerminalText`.
+    public static func discovery(_ e: DiscoveryEvent) -> String {
+        let (kind, s): (String, DiscoveredService)
+        switch e {
+        case let .found(x): (kind, s) = ("found", x)
+        case let .updated(x): (kind, s) = ("updated", x)
+        case let .lost(x): (kind, s) = ("lost", x)
+        }
+        return "\(kind) \"\(TerminalText.escaped(s.name))\" \(s.service) host \(TerminalText.escaped(s.host)) port \(s.port) "
+            + "addresses \(s.addresses.map(\.description).joined(separator: ",")) info \(TerminalText.escaped(s.info.description))"
+    }
+
+    /// One line for a peer with routes (`browse --transport bluetooth|any`):
+    /// `found "node A" hr-sensor peer 1a2b… via wifi 10.0.0.1 port 5000; bluetooth 00:AA:01:00:00:23 psm 129 rssi -60 dBm`.
+    public static func peer(_ a: PeerDirectory.Action) -> String {
+        let (kind, p): (String, DiscoveredPeer)
+        switch a {
+        case let .found(x): (kind, p) = ("found", x)
+        case let .updated(x): (kind, p) = ("updated", x)
+        case let .lost(x): (kind, p) = ("lost", x)
+        }
+        let shortened = p.wifi == nil && p.bluetooth?.nameIsShortened == true ? " (name shortened)" : ""
+        let id = p.peerID.map { " peer \(TerminalText.escaped($0))" } ?? p.peerTag.map { " peer-tag \(hex4($0))" } ?? ""
+        return "\(kind) \"\(TerminalText.escaped(p.name))\"\(shortened) \(p.service)\(id) via \(p.routes.map(route).joined(separator: "; "))"
+    }
+
+    static func route(_ r: PeerRoute) -> String {
+        switch r {
+        case let .wifi(s):
+            return "wifi \(s.addresses.map(\.description).joined(separator: ",")) port \(s.port)"
+        case let .bluetooth(p):
+            return "bluetooth \(BluetoothPeer.addressText(p.address)) psm \(p.psm) rssi \(p.rssi.map { "\($0) dBm" } ?? "unknown")"
+        }
+    }
+
+    /// Four lowercase hex digits: an LE advertisement's peer tag.
+    public static func hex4(_ v: UInt16) -> String {
+        let s = String(v, radix: 16)
+        return String(repeating: "0", count: 4 - s.count) + s
+    }
+
+    /// One received message as `piconet listen` prints it: the peer, then the text (UTF-8,
+    /// invalid bytes replaced), escaped — a message is whatever the peer chose to send.
+    public static func message(_ bytes: [UInt8], from peer: PeerID) -> String {
+        "\(peer) \(TerminalText.escaped(String(decoding: bytes, as: UTF8.self)))"
+    }
+
     /// One line for an L2CAP channel event (node, hub, `piconet listen/send` alike):
     /// `bluetooth channel to 00:AA:01:00:00:23/129 opened: MTU 1472 out / 1472 in, security medium`,
     /// `bluetooth channel 00:AA:… closed: connection refused`, `bluetooth channel from 00:AA:… refused at the link: not admitted`.

@@ -128,13 +128,14 @@ struct HandshakeAdmission {
         HandshakeAdmission.cookie(secret: secret, address: address)
     }
 
-    /// Whether `proof` is the MAC of this message under the cookie of `address` (current or previous secret).
+    /// Whether `proof` is the MAC of this message under the cookie of `address` (current or
+    /// previous secret), compared in constant time.
     func proofHolds(_ proof: [UInt8], senderIndex: UInt32, message: [UInt8], from address: EndpointAddress) -> Bool {
-        if HandshakeAdmission.cookieMAC(cookie: HandshakeAdmission.cookie(secret: secret, address: address),
-                                        senderIndex: senderIndex, message: message) == proof { return true }
+        if Sodium.equal(HandshakeAdmission.cookieMAC(cookie: HandshakeAdmission.cookie(secret: secret, address: address),
+                                                     senderIndex: senderIndex, message: message), proof) { return true }
         if let previousSecret,
-           HandshakeAdmission.cookieMAC(cookie: HandshakeAdmission.cookie(secret: previousSecret, address: address),
-                                        senderIndex: senderIndex, message: message) == proof { return true }
+           Sodium.equal(HandshakeAdmission.cookieMAC(cookie: HandshakeAdmission.cookie(secret: previousSecret, address: address),
+                                                     senderIndex: senderIndex, message: message), proof) { return true }
         return false
     }
 

@@ -104,20 +104,54 @@ extension SessionMachine {
         return spent.allowed
     }
 
-    /// A first message, with or without a cookie proof.
+    /// Flood control for a first message (the threat: any datagram from any claimed address).
     ///
-    /// Flood control (the threat: any datagram from any claimed address): a first message
-    /// without proof spends the global budget and its source's; when either is spent, or the
-    /// half-open table is half full (under load), it gets a cookie reply instead — stateless,
-    /// smaller than the message, sent to the claimed address, so a spoofed source never learns
-    /// it. A message proving its cookie spends only its (proved) source's budget and the
-    /// half-open cap: whatever spoofed sources spend, a real newcomer still gets in.
+    /// A first message without proof spends the global budget and its source's; when either is
+    /// spent, or the half-open table is half full (under load), it gets a cookie reply instead —
+    /// stateless, smaller than the message, sent to the claimed address, so a spoofed source
+    /// never learns it. A message proving its cookie spends only its (proved) source's budget
+    /// and the half-open cap: whatever spoofed sources spend, a real newcomer still gets in.
+    /// `holding`: a repeat of a message whose half-open link exists (it does not count against the cap).
+    mutating func admitsInitiation(senderIndex: UInt32, message: [UInt8], proof: [UInt8]?,
+                                   from address: EndpointAddress, now: Instant, holding: Bool) -> Bool {
+        admission.refill(now: now)
+        admission.rotateSecret(now: now, rng: &rng)
+        let halfOpen = table.halfOpenCount - (holding ? 1 : 0)
+        if let proof {
+            guard admission.proofHolds(proof, senderIndex: senderIndex, message: message, from: address) else {
+                // Wrong or stale (older than two secrets): a fresh cookie to the claimed address
+                // lets a real initiator recover; a spoofer learns nothing from it either.
+                statistics.cookieFailures += 1
+                sendCookieReply(to: address, receiverIndex: senderIndex)
+                return false
+            }
+            guard spendSourceBudget(address, proved: true, now: now), halfOpen < configuration.maximumHalfOpen else {
+                statistics.handshakesThrottled += 1
+                return false
+            }
+        } else {
+            let underLoad = admission.globalSpent || halfOpen * 2 >= configuration.maximumHalfOpen
+            guard !underLoad, spendSourceBudget(address, proved: false, now: now) else {
+                sendCookieReply(to: address, receiverIndex: senderIndex)
+                return false
+            }
+            admission.spendGlobal()
+        }
+        return true
+    }
+
+    /// A first message, with or without a cookie proof (admitted by `admitsInitiation`).
     mutating func handleInitiation(senderIndex: UInt32, message: [UInt8], proof: [UInt8]?,
                                    from address: EndpointAddress, path: Int, now: Instant) {
         if let i = table.origin(address: address, index: senderIndex), let l = table[i] {
             if l.handshake.initiation == message {
-                // A retransmitted first message: answer with the same second message.
-                if l.phase == .handshaking, let m2 = l.handshake.frame { transmit(m2, to: address) }
+                // A retransmitted first message gets the same second message, metered like a new
+                // one: a spoofer repeating one message would otherwise reflect second messages,
+                // larger than its own, at the claimed address without limit.
+                guard l.phase == .handshaking, let m2 = l.handshake.frame else { return }
+                if admitsInitiation(senderIndex: senderIndex, message: message, proof: proof, from: address, now: now, holding: true) {
+                    transmit(m2, to: address)
+                }
                 return
             }
             // Different bytes under the same index: the first copy was corrupted
@@ -125,29 +159,8 @@ extension SessionMachine {
             guard l.phase == .handshaking else { return }
             removeLink(i)
         }
-        admission.refill(now: now)
-        admission.rotateSecret(now: now, rng: &rng)
-        let halfOpen = table.halfOpenCount
-        if let proof {
-            guard admission.proofHolds(proof, senderIndex: senderIndex, message: message, from: address) else {
-                // Wrong or stale (older than two secrets): a fresh cookie to the claimed address
-                // lets a real initiator recover; a spoofer learns nothing from it either.
-                statistics.cookieFailures += 1
-                sendCookieReply(to: address, receiverIndex: senderIndex)
-                return
-            }
-            guard spendSourceBudget(address, proved: true, now: now), halfOpen < configuration.maximumHalfOpen else {
-                statistics.handshakesThrottled += 1
-                return
-            }
-        } else {
-            let underLoad = admission.globalSpent || halfOpen * 2 >= configuration.maximumHalfOpen
-            guard !underLoad, spendSourceBudget(address, proved: false, now: now) else {
-                sendCookieReply(to: address, receiverIndex: senderIndex)
-                return
-            }
-            admission.spendGlobal()
-        }
+        guard admitsInitiation(senderIndex: senderIndex, message: message, proof: proof, from: address, now: now, holding: false)
+        else { return }
         var noise = NoiseHandshake(initiator: false, staticKey: identity.keyPair, prologue: SessionMachine.prologue)
         // Two error types (NoiseError, WireError): try? each, no `any Error` (Embedded Swift).
         guard let plain = try? noise.readMessage(message), let remote = try? HandshakePayload(decoding: plain) else {

@@ -2,8 +2,8 @@ import CSodium
 
 /// libsodium behind the few primitives `Noise_XX_25519_ChaChaPoly_SHA256`, the handshake
 /// cookies and the session's randomness need: X25519, ChaCha20-Poly1305 (IETF: 96-bit nonce,
-/// 16-byte tag after the ciphertext), SHA-256, HMAC-SHA256, the kernel's randomness and
-/// `sodium_memzero`. Nothing else in the module calls C.
+/// 16-byte tag after the ciphertext), SHA-256, HMAC-SHA256, the kernel's randomness,
+/// `sodium_memcmp` and `sodium_memzero`. Nothing else in the module calls C.
 ///
 /// Why libsodium: a C library made for small devices, packaged by Debian for amd64 and arm64
 /// (`libsodium-dev` 1.0.18, with a static `libsodium.a`), so the node can build in Embedded
@@ -179,6 +179,17 @@ enum Sodium {
                                                                ad, UInt64(adLength), npub, key)
         }
         return rc == 0
+    }
+
+    /// Whether `a` and `b` hold the same bytes, in a time that depends on their length only
+    /// (`sodium_memcmp`): `==` stops at the first difference, which tells a forger of a MAC
+    /// how many leading bytes were right.
+    static func equal(_ a: [UInt8], _ b: [UInt8]) -> Bool {
+        guard a.count == b.count else { return false }
+        guard !a.isEmpty else { return true }
+        return a.withUnsafeBytes { x in
+            b.withUnsafeBytes { y in sodium_memcmp(x.baseAddress!, y.baseAddress!, a.count) == 0 }
+        }
     }
 
     // MARK: Randomness and wiping

@@ -8,8 +8,10 @@
 /// Escaped (each shown as a visible backslash sequence, so nothing is silently lost):
 /// C0 controls U+0000–U+001F (`\e` for ESC, `\r`, `\n`, `\t`, else `\xNN`), DEL U+007F,
 /// C1 controls U+0080–U+009F (CSI U+009B acts like ESC [ on many terminals), the Unicode
-/// bidirectional overrides and isolates U+202A–U+202E and U+2066–U+2069 (they reorder what
-/// follows, "Trojan Source"), and the backslash itself, so an escaped text is unambiguous.
+/// bidirectional controls — embeddings and overrides U+202A–U+202E, isolates U+2066–U+2069,
+/// the marks U+200E, U+200F and U+061C (they reorder what follows, "Trojan Source") — the
+/// line and paragraph separators U+2028 and U+2029 (some terminals and viewers break the line
+/// there), and the backslash itself, so an escaped text is unambiguous.
 /// Everything else (letters of any script, emoji) passes through. Pure: no Foundation.
 public enum TerminalText {
     /// `text` with control characters replaced by visible escapes (see the type's documentation).
@@ -44,7 +46,10 @@ public enum TerminalText {
     public static func isPlain(_ text: String) -> Bool { escaped(text) == text }
 
     static func mustEscape(_ v: UInt32) -> Bool {
-        v < 0x20 || v == 0x7F || (0x80...0x9F).contains(v) || (0x202A...0x202E).contains(v) || (0x2066...0x2069).contains(v)
+        if v < 0x20 || (0x7F...0x9F).contains(v) { return true }
+        guard v >= 0x061C else { return false }
+        return v == 0x061C || v == 0x200E || v == 0x200F || v == 0x2028 || v == 0x2029
+            || (0x202A...0x202E).contains(v) || (0x2066...0x2069).contains(v)
     }
 
     static func hex(_ v: UInt32, digits: Int) -> String {

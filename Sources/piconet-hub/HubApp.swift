@@ -191,7 +191,7 @@ final class HubApp {
             let access = HubHTTPAccess(token: try Self.loadOrCreateToken(tokenPath), boundHost: host, port: settings.httpPort,
                                        hosts: Self.ownHostNames())
             httpAccess = access
-            let server = HubHTTPServer(feed: feed, access: access)
+            let server = HubHTTPServer(feed: feed, access: access, maximumConnections: settings.httpMaxConnections)
             let port = settings.httpPort
             let failure = httpFailure, remote = loop.remote
             self.server = Task.detached {

@@ -168,7 +168,8 @@ extension HubApp {
     }
 
     /// The HTTP token: read from `path` (must be 0600, like the identity key), or made from the
-    /// system's secure random generator and written 0600 on first run.
+    /// kernel's generator (`SecureRandom`, the one the session keys come from) and written 0600
+    /// on first run.
     static func loadOrCreateToken(_ path: String) throws -> String {
         do {
             let bytes = try SecretFile.read(path, limit: 4096)
@@ -178,7 +179,7 @@ extension HubApp {
             }
             return text
         } catch SecretFile.Failure.notFound {
-            var rng = SystemRandomNumberGenerator()
+            var rng = try SecureRandom()
             let digits = Array("0123456789abcdef")
             let token = String((0..<32).flatMap { _ -> [Character] in
                 let b = UInt8.random(in: 0...255, using: &rng)

@@ -1,4 +1,5 @@
 import PiconetHub
+import PiconetHubServer
 import PiconetPosix
 import PiconetRuntime
 import PiconetSession
@@ -16,6 +17,8 @@ struct HubSettings {
     var encryption: EncryptionPreference = .required
     var httpHost: String? = "127.0.0.1"
     var httpPort = 8080
+    /// `--http-max-connections`: the HTTP server's connection cap.
+    var httpMaxConnections = HubConnectionLimit.defaultMaximum
     var databasePath: String?
     var hub = HubConfiguration()
     var retentionDays = 7
@@ -42,7 +45,7 @@ struct HubSettings {
     /// The camelCase spellings of earlier configs stay accepted.
     static let configKeys = ConfigKeys(
         binary: "piconet-hub",
-        keys: Set(["name", "role", "service", "interface", "state-dir", "identity", "invite", "allow-list", "http", "db",
+        keys: Set(["name", "role", "service", "interface", "state-dir", "identity", "invite", "allow-list", "http", "http-max-connections", "db",
                "max-heart-rate", "retention-days", "encryption", "board", "gpio-chip", "boards-dir", "transport", "adapter",
                "security", "pairing"]).union(MQTTSettings.configKeys),
         aliases: ["interfaces": "interface", "stateDirectory": "state-dir", "allowList": "allow-list", "maxHeartRate": "max-heart-rate",
@@ -91,6 +94,11 @@ struct HubSettings {
             }
             s.httpHost = String(http[..<colon])
             s.httpPort = port
+        }
+        if let n = try c.httpMaxConnections.map({ v throws(CommandLineError) in
+            try OptionRange.integer(v, option: "--http-max-connections", in: 1...4096) })
+            ?? file?.integer("http-max-connections", in: 1...4096).map(Int.init) {
+            s.httpMaxConnections = n
         }
         let db = try c.db ?? file?.string("db") ?? stateDirectory + "/hub.sqlite"
         s.databasePath = db == "off" ? nil : db

@@ -16,7 +16,7 @@ struct HubCommand: ParsableCommand {
         discussion: """
         Example (one-machine demo): piconet-hub --interface lo --http 127.0.0.1:8080 --db /tmp/hub.sqlite
         HTTP: GET /  (live page)   /api/nodes   /api/nodes/{id}/series?window=10s|60s|session   /metrics
-        Config file keys (JSON object) are the long option names: name, service, interface, identity, invite, http,
+        Config file keys (JSON object) are the long option names: name, service, interface, identity, invite, http, http-max-connections,
         db, max-heart-rate, retention-days, encryption, board, boards-dir, transport, adapter, security, pairing,
         mqtt, mqtt-ca, mqtt-user, mqtt-password-file, mqtt-cert, mqtt-key, mqtt-outbox, mqtt-commands;
         and role, state-dir, gpio-chip, allow-list (older camelCase keys are accepted too).
@@ -42,6 +42,8 @@ struct HubCommand: ParsableCommand {
     var encryption: String?
     @Option(help: "HTTP address for the API, live page and metrics ('off' to disable).")
     var http: String?
+    @Option(parsing: .unconditional, help: "HTTP connections held at once, 1-4096 (default 64); one more is closed on arrival and counted in /metrics.")
+    var httpMaxConnections: Int?
     @Option(help: "SQLite history file; 'off' keeps no history (live windows only; rows are counted as not recorded). A file that cannot be opened stops the hub.")
     var db: String?
     @Option(parsing: .unconditional, help: "Maximum heart rate for the zones, 100-240 bpm.")

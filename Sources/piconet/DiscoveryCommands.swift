@@ -142,7 +142,7 @@ struct AdvertiseCommand: ParsableCommand {
         le?.onEvent = { e in
             switch e {
             case let .advertising(a, psm):
-                writeLine("advertising \"\(name)\" as \(service) over Bluetooth LE on \(a) (\(adapter?.address.description ?? "?")) psm \(psm)")
+                writeLine("advertising \"\(TerminalText.escaped(name))\" as \(service) over Bluetooth LE on \(a) (\(adapter?.address.description ?? "?")) psm \(psm)")
             case let .failed(why):
                 writeLine("piconet advertise: error: \(why)", to: 2)
                 failed = true
@@ -152,9 +152,9 @@ struct AdvertiseCommand: ParsableCommand {
         }
         wifi?.onEvent = { e in
             switch e {
-            case let .established(n, i): writeLine("advertising \"\(n)\" as _\(service)._udp.local. port \(port) on \(i)")
-            case let .renamed(f, t, i): writeLine("name conflict on \(i): \"\(f)\" is taken, now \"\(t)\"")
-            case let .hostRenamed(f, t, i): writeLine("host name conflict on \(i): \(f).local. is taken, now \(t).local.")
+            case let .established(n, i): writeLine("advertising \"\(TerminalText.escaped(n.description))\" as _\(service)._udp.local. port \(port) on \(i)")
+            case let .renamed(f, t, i): writeLine("name conflict on \(i): \"\(TerminalText.escaped(f.description))\" is taken, now \"\(TerminalText.escaped(t.description))\"")
+            case let .hostRenamed(f, t, i): writeLine("host name conflict on \(i): \(TerminalText.escaped(f.description)).local. is taken, now \(TerminalText.escaped(t.description)).local.")
             case let .failed(why, i): writeLine("piconet advertise: failed on \(i): \(why)", to: 2)
             }
         }
@@ -269,10 +269,7 @@ struct BrowseCommand: ParsableCommand {
         }
     }
 
-    static func textLine(_ e: DiscoveryEvent) -> String {
-        let (kind, s) = parts(e)
-        return "\(kind) \"\(s.name)\" \(s.service) host \(s.host) port \(s.port) addresses \(s.addresses.map(\.description).joined(separator: ",")) info \(s.info)"
-    }
+    static func textLine(_ e: DiscoveryEvent) -> String { HumanWords.discovery(e) }
 
     /// `{"event":"found","name":"node A","service":"hr-sensor","info":{"bpm":"72"},"addresses":["192.168.1.7"],"port":5000,"host":"pi.local."}`
     static func jsonLine(_ e: DiscoveryEvent) -> String {

@@ -145,13 +145,12 @@ struct ListenCommand: ParsableCommand {
             switch event {
             case let .received(bytes, peer, mode):
                 received += 1
-                let text = String(decoding: bytes, as: UTF8.self)
                 if json {
                     emitJSON(["event": .string("received"), "peer": .string(peer.description),
                               "mode": .string(mode == .reliable ? "reliable" : "unreliable"),
-                              "bytes": .integer(Int64(bytes.count)), "text": .string(text)])
+                              "bytes": .integer(Int64(bytes.count)), "text": .string(String(decoding: bytes, as: UTF8.self))])
                 } else {
-                    emitLine("\(peer) \(text)")
+                    emitLine(HumanWords.message(bytes, from: peer))
                 }
                 if let limit, received == limit {
                     // Linger so the last acknowledgements (and answers to retransmissions) still go out.

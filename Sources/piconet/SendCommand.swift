@@ -194,7 +194,7 @@ struct SendCommand: ParsableCommand {
                 var bluetoothOnly: (peer: DiscoveredPeer, timer: TimerID)?
                 func inviteOverBluetooth(_ p: DiscoveredPeer) {
                     guard !invited, let b = p.bluetooth else { return }
-                    emitLine("found \"\(p.name)\" over Bluetooth at \(b.endpoint)\(b.rssi.map { ", \($0) dBm" } ?? "")")
+                    emitLine("found \"\(TerminalText.escaped(p.name))\" over Bluetooth at \(b.endpoint)\(b.rssi.map { ", \($0) dBm" } ?? "")")
                     invite(b.endpoint)
                     pb.stop()
                 }
@@ -212,7 +212,7 @@ struct SendCommand: ParsableCommand {
                     // Wi-Fi first (faster, no pairing), else the LE channel the peer advertised.
                     if let s = p.wifi, let h = s.addresses.lazy.compactMap({ a -> UInt32? in if case let .v4(v) = a { return v }; return nil }).first {
                         if let pending = bluetoothOnly { loop.cancel(pending.timer) }
-                        emitLine("found \"\(p.name)\" over Wi-Fi at \(IPAddress.v4(h)):\(s.port)")
+                        emitLine("found \"\(TerminalText.escaped(p.name))\" over Wi-Fi at \(IPAddress.v4(h)):\(s.port)")
                         invite(.ipv4(host: h, port: s.port), expecting: p.peerID.flatMap { PeerID(hex: $0) })
                         pb.stop()
                     } else if transport == .any {

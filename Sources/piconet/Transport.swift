@@ -112,27 +112,10 @@ enum PeerLines {
         }
     }
 
-    static func routeText(_ r: PeerRoute) -> String {
-        switch r {
-        case let .wifi(s):
-            return "wifi \(s.addresses.map(\.description).joined(separator: ",")) port \(s.port)"
-        case let .bluetooth(p):
-            return "bluetooth \(BluetoothPeer.addressText(p.address)) psm \(p.psm) rssi \(p.rssi.map { "\($0) dBm" } ?? "unknown")"
-        }
-    }
+    /// The text line is `HumanWords.peer` (names escaped there).
+    static func text(_ a: PeerDirectory.Action) -> String { HumanWords.peer(a) }
 
-    /// `found "node A" hr-sensor peer 1a2b… via wifi 10.0.0.1 port 5000; bluetooth 00:AA:01:00:00:23 psm 129 rssi -60 dBm`
-    static func text(_ a: PeerDirectory.Action) -> String {
-        let (kind, p) = parts(a)
-        let shortened = p.wifi == nil && p.bluetooth?.nameIsShortened == true ? " (name shortened)" : ""
-        let id = p.peerID.map { " peer \($0)" } ?? p.peerTag.map { " peer-tag \(hex4($0))" } ?? ""
-        return "\(kind) \"\(p.name)\"\(shortened) \(p.service)\(id) via \(p.routes.map(routeText).joined(separator: "; "))"
-    }
-
-    static func hex4(_ v: UInt16) -> String {
-        let s = String(v, radix: 16)
-        return String(repeating: "0", count: 4 - s.count) + s
-    }
+    static func hex4(_ v: UInt16) -> String { HumanWords.hex4(v) }
 
     static func routeJSON(_ r: PeerRoute) -> JSON {
         switch r {

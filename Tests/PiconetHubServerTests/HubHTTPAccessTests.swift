@@ -77,15 +77,28 @@ let hostField = HTTPField.Name("Host")!
         }
     }
 
-    /// `?token=` once → a cookie, which then opens the live page and its API without the query.
+    /// `?token=` once → a redirect to the address without it, carrying a cookie, which then
+    /// opens the live page and its API: the token does not stay in the browser's history.
     @Test func queryTokenSetsACookieThatWorksAfterwards() async throws {
         try await app(lan).test(.router) { client in
             let cookie = try await client.execute(uri: "/?token=\(Self.token)", method: .get,
                                                   headers: [hostField: "192.168.1.20:8080"]) { r -> String in
-                #expect(r.status == .ok)
+                #expect(r.status == .seeOther)
+                #expect(r.headers[.location] == "/")
+                #expect(r.headers[.cacheControl] == "no-store")
+                #expect(!String(buffer: r.body).contains(Self.token), "the redirect's body does not repeat the token")
                 let set = try #require(r.headers[.setCookie])
                 #expect(set.contains("HttpOnly") && set.contains("SameSite=Strict"))
                 return String(set.prefix { $0 != ";" })
+            }
+            try await client.execute(uri: "/", method: .get, headers: [hostField: "192.168.1.20:8080", .cookie: cookie]) { r in
+                #expect(r.status == .ok, "the page the redirect points to opens with the cookie alone")
+                #expect(r.headers[.setCookie] == nil)
+            }
+            try await client.execute(uri: "/api/nodes/x/series?window=10s&token=\(Self.token)", method: .get,
+                                     headers: [hostField: "192.168.1.20:8080"]) { r in
+                #expect(r.status == .seeOther)
+                #expect(r.headers[.location] == "/api/nodes/x/series?window=10s", "other parameters are kept")
             }
             try await client.execute(uri: "/api/snapshot", method: .get, headers: [hostField: "192.168.1.20:8080", .cookie: cookie]) { r in
                 #expect(r.status == .ok)
@@ -95,6 +108,14 @@ let hostField = HTTPField.Name("Host")!
                 #expect(r.headers[.setCookie] == nil)
             }
         }
+    }
+
+    @Test func theRedirectStaysOnThisServerAndDropsEveryToken() {
+        #expect(HubHTTPAccess.locationWithoutToken(path: "/", query: "token=x") == "/")
+        #expect(HubHTTPAccess.locationWithoutToken(path: "/events", query: "a=1&token=x&b=2&token=y") == "/events?a=1&b=2")
+        #expect(HubHTTPAccess.locationWithoutToken(path: "//evil.example/", query: "token=x") == "/evil.example/")
+        #expect(HubHTTPAccess.locationWithoutToken(path: "/\\evil.example", query: nil) == "/evil.example")
+        #expect(HubHTTPAccess.locationWithoutToken(path: "/api/stats", query: "tokens=1") == "/api/stats?tokens=1")
     }
 
     @Test func writesWithoutAConfiguredTokenAreRefused() {

@@ -106,7 +106,38 @@ import Testing
         #expect(offenders.isEmpty, "libc called outside Sources/PiconetPosix/System/: \(offenders)")
     }
 
+    /// Randomness in Sources comes from a generator passed in: the kernel's (`SecureRandom`, or
+    /// the session's generator seeded from it) where a value must stay unguessable, a seeded one
+    /// for jitter. The standard library's default generator is neither, so it never appears:
+    /// not by name, not behind a `random(in:)` or `shuffled()` without `using:`.
+    static func defaultGeneratorUses(in text: String) -> [String] {
+        var uses: [String] = []
+        for raw in text.split(separator: "\n") {
+            let line = raw.split(separator: "//", maxSplits: 1, omittingEmptySubsequences: false).first.map(String.init) ?? ""
+            if line.contains("SystemRandomNumberGenerator") {
+                uses.append(String(line.drop(while: { $0 == " " })))
+                continue
+            }
+            let implicit = [".random(", ".randomElement(", ".shuffled(", ".shuffle("].contains { line.contains($0) }
+            if implicit && !line.contains("using:") { uses.append(String(line.drop(while: { $0 == " " }))) }
+        }
+        return uses
+    }
+
+    @Test func theDefaultRandomGeneratorIsNotUsedInSources() throws {
+        let files = try Self.swiftFiles(under: Self.packageRoot + "/Sources", relative: "Sources")
+        var offenders: [String] = []
+        for file in files {
+            for use in Self.defaultGeneratorUses(in: file.text) { offenders.append("\(file.path): \(use)") }
+        }
+        #expect(offenders.isEmpty, "the default generator in Sources (use SecureRandom or a generator passed in): \(offenders)")
+    }
+
     @Test func theScannersSeeWhatTheyLookFor() {
+        #expect(Self.defaultGeneratorUses(in: "var rng = SystemRandomNumberGenerator()").count == 1)
+        #expect(Self.defaultGeneratorUses(in: "let b = UInt8.random(in: 0...255)").count == 1)
+        #expect(Self.defaultGeneratorUses(in: "let b = UInt8.random(in: 0...255, using: &rng)").isEmpty)
+        #expect(Self.defaultGeneratorUses(in: "x = 1 // SystemRandomNumberGenerator in a comment").isEmpty)
         #expect(Self.importedModules("import Glibc\n@preconcurrency import Foundation\nimport PiconetLoop")
             == ["Glibc", "Foundation", "PiconetLoop"])
         #expect(Self.callsBare("getenv", in: "let h = getenv(\"HOME\")"))

@@ -106,4 +106,59 @@ import Testing
         #expect(p == path && e.errno == EEXIST)
         #expect(mode(path) == nil, "nothing was written")
     }
+
+    private func readFailure(_ path: String, requirePrivate: Bool = true) -> SecretFile.Failure? {
+        do throws(SecretFile.Failure) { _ = try SecretFile.read(path, requirePrivate: requirePrivate) } catch { return error }
+        return nil
+    }
+
+    /// A link where a key belongs is refused, not followed: whoever can write the directory
+    /// could otherwise point the key (or the configuration) at a file of their choosing.
+    @Test func aSymlinkIsRefusedNotFollowed() throws {
+        let dir = try makeDirectory()
+        let path = dir + "/identity.key", target = dir + "/elsewhere"
+        defer { cleanUp(dir, ["identity.key", "elsewhere"]) }
+        create(target, "someone else's key", mode: 0o600)
+        try #require(symlink(target, path) == 0, "symlink failed: errno \(errno)")
+
+        let mock = SyscallMock()
+        let failure = SyscallMock.$current.withValue(mock) { readFailure(path) }
+        #expect(failure == .notRegular(path: path, kind: "a symbolic link"))
+        #expect(failure?.description.contains("not a regular file") == true)
+        #expect(readFailure(path, requirePrivate: false) == .notRegular(path: path, kind: "a symbolic link"), "configuration files too")
+        let flags = mock.calls(named: "open").first?.arguments.first ?? 0
+        #expect(flags & Int(O_NOFOLLOW) != 0 && flags & Int(O_NONBLOCK) != 0, "opened with O_NOFOLLOW | O_NONBLOCK")
+    }
+
+    /// A FIFO would block the reader (no writer) or hand it whatever a writer sends: refused at once.
+    /// The test holds the FIFO open for writing with bytes in it, so a reader that does not
+    /// check the file's type returns (with nothing read) instead of hanging the suite.
+    @Test func aFIFOIsRefusedWithoutBlocking() throws {
+        let dir = try makeDirectory()
+        let path = dir + "/token"
+        defer { cleanUp(dir, ["token"]) }
+        try #require(mkfifo(path, 0o600) == 0, "mkfifo failed: errno \(errno)")
+        let writer = open(path, O_RDWR | O_NONBLOCK)
+        try #require(writer >= 0, "open of the FIFO failed: errno \(errno)")
+        defer { close(writer) }
+        _ = "planted\n".utf8CString.withUnsafeBufferPointer { write(writer, $0.baseAddress, 8) }
+
+        #expect(readFailure(path) == .notRegular(path: path, kind: "a FIFO"))
+        #expect(readFailure(path, requirePrivate: false) == .notRegular(path: path, kind: "a FIFO"))
+    }
+
+    /// A 0600 file of another user: that user can rewrite it at any time, so it is not ours to trust.
+    @Test(.enabled(if: geteuid() == 0, "needs root to give a file to another user (chown)"))
+    func aFileOfAnotherUserIsRefused() throws {
+        let dir = try makeDirectory()
+        let path = dir + "/identity.key"
+        defer { cleanUp(dir, ["identity.key"]) }
+        create(path, "key", mode: 0o600)
+        #expect(try SecretFile.read(path) == Array("key".utf8), "root's own file is read")
+        try #require(chown(path, 65534, 65534) == 0, "chown failed: errno \(errno)")
+
+        #expect(readFailure(path) == .foreignOwner(path: path, owner: 65534, user: 0))
+        #expect(readFailure(path, requirePrivate: false) == .foreignOwner(path: path, owner: 65534, user: 0))
+        #expect(readFailure(path)?.description.contains("belongs to user 65534") == true)
+    }
 }

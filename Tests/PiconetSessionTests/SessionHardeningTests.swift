@@ -162,6 +162,32 @@ func stage(_ bytes: [UInt8]) -> HandshakeFrame.Stage? {
         #expect(p.wireAB.compactMap(stage).prefix(3) == [.initiation, .cookieInitiation, .confirmation])
     }
 
+    /// One spoofed first message repeated: each repeat spends the claimed source's budget like a
+    /// new message, so the victim gets at most a burst of second messages, then small cookie replies.
+    @Test func aRepeatedFirstMessageSpendsTheSendersBudget() throws {
+        var b = SessionMachine(identity: PeerIdentity(displayName: "b"), configuration: SessionConfiguration(policy: .acceptAll), seed: 2)
+        let victim = EndpointAddress.memory(node: 66, port: 1)
+        let (frame, m1) = try strangerInitiation(index: 7)
+        var replies: [(bytes: [UInt8], to: EndpointAddress)] = []
+        for _ in 0..<100 { replies += sent(b.received(frame, from: victim, at: .zero)) }
+        let burst = Int(b.configuration.handshakeBurstPerSource)
+        let responses = replies.filter { stage($0.bytes) == .response }
+        let cookies = replies.filter { stage($0.bytes) == .cookieReply }
+        #expect(responses.count == burst, "the first answer and \(burst - 1) repeats, not 100")
+        #expect(cookies.count == 100 - burst)
+        #expect(cookies.allSatisfy { $0.bytes.count < frame.count }, "a cookie reply is smaller than what it answers")
+        #expect(b.halfOpenCount == 1, "one half-open link however often its message comes")
+        // The real sender receives at the address: it proves the cookie and gets its answer again.
+        let cookie = try CookieReply(decoding: try HandshakeFrame(decoding: try #require(cookies.last).bytes).body).cookie
+        let proved = HandshakeFrame(stage: .cookieInitiation, senderIndex: 7, receiverIndex: 0,
+                                    body: CookieInitiation(mac: SessionMachine.cookieMAC(cookie: cookie, senderIndex: 7, message: m1),
+                                                           message: m1).encoded()).encoded()
+        let answer = sent(b.received(proved, from: victim, at: .zero))
+        #expect(answer.map { stage($0.bytes) } == [.response])
+        #expect(answer.first?.bytes == responses.first?.bytes, "the same second message, not a new link")
+        #expect(b.halfOpenCount == 1)
+    }
+
     @Test func theSourceTableIsBoundedAndEvictsTheSourceHeardFromLongestAgo() throws {
         var c = SessionConfiguration(policy: .acceptAll)
         c.maximumHandshakeSources = 4

@@ -12,6 +12,22 @@ import Testing
         #expect(Sodium.initResult == 0 || Sodium.initResult == 1)
     }
 
+    /// The cookie proofs are compared with `sodium_memcmp`: equal only when every byte and the
+    /// length agree (the time it takes is not asserted: speed never is in these tests).
+    @Test func constantTimeEqualityAgreesWithEquality() {
+        let mac = [UInt8](0..<16)
+        #expect(Sodium.equal(mac, mac))
+        #expect(Sodium.equal([], []))
+        for i in 0..<16 {
+            var other = mac
+            other[i] ^= 0x80
+            #expect(!Sodium.equal(mac, other), "a difference at byte \(i)")
+        }
+        #expect(!Sodium.equal(mac, Array(mac.prefix(15))), "a prefix is not the MAC")
+        #expect(!Sodium.equal(Array(mac.prefix(15)), mac))
+        #expect(!Sodium.equal([], mac))
+    }
+
     @Test func sha256KnownAnswers() {
         // FIPS 180-2 "abc" and the empty string.
         #expect(Sodium.sha256(Array("abc".utf8))

@@ -25,6 +25,27 @@ import Testing
         #expect(TerminalText.escaped("tab\there\nnl\0") == "tab\\there\\nnl\\x00")
     }
 
+    /// Every bidirectional control and both Unicode line breaks: each would reorder or split
+    /// the printed line (a name showing as another, a fake second line) if it reached the terminal.
+    @Test func bidiMarksAndUnicodeLineSeparatorsAreEscapedVisibly() {
+        #expect(TerminalText.escaped("a\u{200E}b") == "a\\u{200e}b")
+        #expect(TerminalText.escaped("a\u{200F}b") == "a\\u{200f}b")
+        #expect(TerminalText.escaped("a\u{061C}b") == "a\\u{061c}b")
+        #expect(TerminalText.escaped("ok\u{2028}fake line") == "ok\\u{2028}fake line")
+        #expect(TerminalText.escaped("ok\u{2029}fake paragraph") == "ok\\u{2029}fake paragraph")
+        let controls: [UInt32] = [0x061C, 0x200E, 0x200F, 0x2028, 0x2029] + Array(0x202A...0x202E) + Array(0x2066...0x2069)
+            + Array(0x7F...0x9F)
+        for v in controls {
+            let s = "x" + String(Unicode.Scalar(v)!) + "y"
+            #expect(!TerminalText.isPlain(s), "U+\(String(v, radix: 16)) passes through raw")
+            #expect(!TerminalText.escaped(s).unicodeScalars.contains { $0.value == v })
+        }
+        // Their neighbours are ordinary text: Arabic letters, the zero-width joiner of emoji, the en dash.
+        for plain in ["\u{061B}\u{061D}", "👩\u{200D}💻", "a\u{2013}b", "\u{2027}\u{202F}\u{2065}\u{206A}"] {
+            #expect(TerminalText.escaped(plain) == plain)
+        }
+    }
+
     /// The backslash is escaped too, so an escaped text cannot pose as another escaped text.
     @Test func backslashIsEscapedSoTheResultIsUnambiguous() {
         #expect(TerminalText.escaped("a\\e") == "a\\\\e")
@@ -43,7 +64,8 @@ import Testing
             }
             let e = TerminalText.escaped(s)
             #expect(!e.unicodeScalars.contains { $0.value < 0x20 || (0x7F...0x9F).contains($0.value)
-                || (0x202A...0x202E).contains($0.value) || (0x2066...0x2069).contains($0.value) })
+                || (0x202A...0x202E).contains($0.value) || (0x2066...0x2069).contains($0.value)
+                || [0x061C, 0x200E, 0x200F, 0x2028, 0x2029].contains($0.value) })
         }
     }
 }

@@ -17,6 +17,12 @@ extension Sys {
         return getpid()
     }
 
+    /// The corresponding C function is `geteuid`: the user whose permissions this process has.
+    static func effectiveUserID() -> UInt32 {
+        _ = syscallHook("geteuid", [])
+        return UInt32(geteuid())
+    }
+
     /// The value of an environment variable, nil when unset. The corresponding C function is `getenv`.
     static func environmentValue(_ name: String) -> String? {
         if syscallHook("getenv", []) != nil { return nil }
