@@ -150,7 +150,8 @@ final class HubSessionDriver {
     }
 
     @Test func twoDecoysDoNotKeepTheNodeAway() throws {
-        let (loop, _, hub, node, records) = try Self.setUp()
+        let (loop, network, hub, node, records) = try Self.setUp()
+        defer { withExtendedLifetime(network) {} }   // endpoints hold the network weakly
         let start = loop.now
         for r in records { hub.found(r) }
         loop.advance(by: Self.invitationTimeout + .seconds(60))
@@ -179,7 +180,8 @@ final class HubSessionDriver {
 
     /// The name shown is the one the node's key sent in its handshake, not the record's that won.
     @Test func aRecordCannotRenameTheNode() throws {
-        let (loop, _, hub, node, _) = try Self.setUp()
+        let (loop, network, hub, node, _) = try Self.setUp()
+        defer { withExtendedLifetime(network) {} }   // endpoints hold the network weakly
         hub.found(try record("aa-boss", claims: node.peerID, host: 0x0A00_0002, port: 5000))
         #expect(hub.machine.displayName(of: node.peerID) == "aa-boss", "before the handshake the record is all there is")
         loop.advance(by: .seconds(5))
