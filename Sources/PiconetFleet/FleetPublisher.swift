@@ -269,13 +269,14 @@ public struct FleetPublisher {
 /// A command a hub takes from `piconet/<hub>/cmd/<name>`: only what the hub already takes locally.
 /// Who may publish there is the broker's ACL's business (the hub cannot tell publishers apart).
 public enum FleetCommand: Equatable, Sendable {
-    /// `cmd/answer`: one answer line to a pending `--invite ask` question, as typed on the hub's
-    /// terminal (`y`, `n`, `y 2`, ...).
-    case answer(String)
+    /// `cmd/answer`: `y PEER_ID` or `n PEER_ID`, the answer to the pending `--invite ask` question
+    /// about that node (`peer`: 32 lowercase hex digits). The ID is required: an answer naming no
+    /// node would approve whichever question is oldest, a stranger's as well.
+    case answer(yes: Bool, peer: String)
 
     /// The commands there are, for messages and docs.
     public static let names = ["answer"]
-    /// Longest payload taken: an answer is a word and a number.
+    /// Longest payload taken: an answer is a word and a peer ID.
     public static let maximumPayload = 256
 
     /// Parses a message on `<prefix>/<hub>/cmd/<name>`; anything else is a `FleetCommandError` that says why.
@@ -294,8 +295,16 @@ public enum FleetCommand: Equatable, Sendable {
         while line.hasSuffix("\n") { line.removeLast() }
         switch name {
         case "answer":
-            guard !line.isEmpty, !line.contains("\n") else { return .failure(FleetCommandError(topic: topic, why: "needs one answer line (y or n)")) }
-            return .success(.answer(line))
+            let words = line.split(separator: " ")
+            let word = words.first.map { $0.lowercased() }
+            guard words.count == 2, !line.contains("\n"), let word, ["y", "yes", "n", "no"].contains(word) else {
+                return .failure(FleetCommandError(topic: topic, why: "needs 'y PEER_ID' or 'n PEER_ID' (the node asked about)"))
+            }
+            let peer = words[1].lowercased()
+            guard peer.utf8.count == 32, peer.utf8.allSatisfy({ (0x30...0x39).contains($0) || (0x61...0x66).contains($0) }) else {
+                return .failure(FleetCommandError(topic: topic, why: "needs 'y PEER_ID' or 'n PEER_ID': the peer ID is 32 hex digits"))
+            }
+            return .success(.answer(yes: word.hasPrefix("y"), peer: peer))
         default:
             return .failure(FleetCommandError(topic: topic, why: "is not a command (there are: \(names.joined(separator: ", ")))"))
         }

@@ -24,7 +24,7 @@ public struct NodeInvitation: Equatable, Sendable {
 
 /// How the hub chooses nodes (`--invite`): which IDs, and whether a person is asked first.
 public struct NodeManagerPolicy: Sendable {
-    /// `--invite <ids>`: only these; nil invites any node discovery finds.
+    /// `--invite <ids>`: only these; nil invites any node discovery finds (`auto`), empty none.
     public var allowList: Set<PeerID>?
     /// `--invite ask`: a person says yes or no to each node before it is invited.
     public var askBeforeInviting: Bool
@@ -45,6 +45,8 @@ public struct NodeManagerCounters: Equatable, Sendable {
     public var discoveryDropped = 0
     /// Wake-ups not kept because their table was full (the retry still waits in `retryAt`).
     public var wakeupsDropped = 0
+    /// Records found for nodes `--invite` does not admit (never invited, nothing recorded).
+    public var notAdmitted = 0
 }
 
 /// Discovery → invitations over Wi-Fi (issue 25 item 1), as a pure state machine: the hub feeds
@@ -77,6 +79,10 @@ public struct HubNodeManager {
     public static let probeCooldown: Duration = .seconds(30)
     public static let impostorCooldown: Duration = .seconds(600)
     public static let inviteRetry: Duration = .seconds(5)
+    /// The longest a claim that keeps failing waits before it is invited again (its wait doubles
+    /// from `inviteRetry` with each failure in a row): a node back after a long absence is
+    /// invited within this plus an invitation's timeout.
+    public static let maximumFailureCooldown: Duration = .seconds(80)
     /// After a session ends, how long before its node is looked at again (re-invited if a record still claims it).
     public static let recheckAfterLeaving: Duration = .seconds(1)
 
@@ -140,8 +146,16 @@ public struct HubNodeManager {
     /// Claims not to invite again before a time: an address that answered with another key than
     /// the claimed one (`impostorCooldown`), or a probe that got no answer (`probeCooldown`).
     public private(set) var cooldown: [NodeClaim: Instant] = [:]
-    /// The name to show for each node: the one it was invited under (from the network: escape it).
+    /// Each claim's failures in a row (timed out, declined, failed, another key) and the last
+    /// one's time: claims are tried least-recently-failed first, and wait longer after each
+    /// failure, so records that never answer cannot keep the one that does from being tried.
+    public private(set) var failures: [NodeClaim: (count: Int, last: Instant)] = [:]
+    /// Each node's name as a hint: the record (or LE advertisement) it was found or invited
+    /// under, which anyone can send (from the network: escape it).
     public private(set) var names: [PeerID: String] = [:]
+    /// The names nodes' keys proved: sent inside their handshakes, so only the key's holder chose
+    /// them (`proved(_:of:)`). Shown before any record's name.
+    public private(set) var provedNames: [PeerID: String] = [:]
     /// `--invite ask`: nodes a person said yes / no to, and the questions waiting, oldest first.
     public private(set) var approved: Set<PeerID> = []
     public private(set) var refused: Set<PeerID> = []
@@ -163,6 +177,19 @@ public struct HubNodeManager {
     /// Whether a Wi-Fi record claims `peer` (Bluetooth prefers Wi-Fi for such nodes).
     public func isClaimedOverWiFi(_ peer: PeerID) -> Bool { !(claims[peer]?.isEmpty ?? true) }
 
+    /// Whether `--invite` lets `peer` in (asked or not yet): on the allow-list if there is one,
+    /// and not refused by a person.
+    public func admits(_ peer: PeerID) -> Bool {
+        if let allow = policy.allowList, !allow.contains(peer) { return false }
+        return !(policy.askBeforeInviting && refused.contains(peer))
+    }
+
+    /// A node's state as the table and the API show it: `notAdmitted` for a node found but
+    /// outside `--invite` (so a closed hub visibly sees the nodes it does not take).
+    public func stateWord(of peer: PeerID, _ state: PeerState) -> String {
+        state == .notConnected && !admits(peer) ? "notAdmitted" : state.description
+    }
+
     /// The records claiming `peer`, by name.
     func claiming(_ peer: PeerID) -> [DiscoveredService] {
         (claims[peer] ?? []).sorted().compactMap { services[$0] }
@@ -179,8 +206,24 @@ public struct HubNodeManager {
         return claims.first
     }
 
-    /// The name a node reached another way (Bluetooth) goes by.
+    /// The name a node reached another way (Bluetooth) goes by (a hint, as a record's).
     public mutating func setName(_ name: String, of peer: PeerID) { names[peer] = name }
+
+    /// The name `peer`'s handshake carried (the session's `displayName(of:)`); empty: none sent.
+    public mutating func proved(_ name: String, of peer: PeerID) {
+        if name.isEmpty { return }
+        provedNames[peer] = name
+    }
+
+    /// The name to show for `peer` (raw: escape it): the one its key proved, else a record's.
+    public func displayName(of peer: PeerID) -> String? { provedNames[peer] ?? names[peer] }
+
+    /// A record's name for a node that proved another one, to show beside it as a hint (nil
+    /// when they agree or nothing was proved): a record cannot rename a node, only be seen to differ.
+    public func nameHint(of peer: PeerID) -> String? {
+        guard let proved = provedNames[peer], let hint = names[peer], hint != proved else { return nil }
+        return hint
+    }
 
     // MARK: inputs
 
@@ -191,7 +234,9 @@ public struct HubNodeManager {
             counters.discoveryDropped += 1
             return []
         }
-        if let old = services[s.name], let was = Self.claimedPeer(old) { unclaim(s.name, by: was) }
+        let old = services[s.name]
+        if let old, let was = Self.claimedPeer(old) { unclaim(s.name, by: was) }
+        if !admits(peer), old.flatMap(Self.claimedPeer) != peer { counters.notAdmitted += 1 }
         services[s.name] = s
         claims[peer, default: []].insert(s.name)
         // Until the node is in the session, the record's name is all we have to show.
@@ -235,6 +280,7 @@ public struct HubNodeManager {
             let previous = targets[peer]
             targets[peer] = inv.target
             retryAt[peer] = nil
+            failures[claim] = nil
             names[peer] = inv.name
             for (other, o) in invitations where o.peer == peer {
                 invitations[other] = nil   // forgotten first: its `.failed("cancelled")` is not retried
@@ -243,7 +289,7 @@ public struct HubNodeManager {
             if inv.probe { out.append(.notice(.probeAccepted(peer, name: inv.name, previous: previous, target: inv.target))) }
         case let .unexpectedPeer(actual):
             counters.impostorAnswers += 1
-            setCooldown(claim, Self.impostorCooldown, at: now)
+            claimFailed(claim, at: now, atLeast: Self.impostorCooldown)
             if impostorKeysLogged.count < Self.tableLimit, impostorKeysLogged.insert(actual).inserted {
                 out.append(.notice(.impostor(claimed: peer, name: inv.name, target: inv.target, actual: actual,
                                              total: counters.impostorAnswers)))
@@ -251,10 +297,11 @@ public struct HubNodeManager {
             if !inv.probe { scheduleRetry(peer, at: now) }
         case .declined, .timedOut, .failed:
             if inv.probe || peerState(peer) != .notConnected {
-                setCooldown(claim, Self.probeCooldown, at: now)
+                claimFailed(claim, at: now, atLeast: Self.probeCooldown)
                 out.append(.notice(.probeFailed(name: inv.name, target: inv.target, outcome)))
             } else {
                 out.append(.notice(.invitationFailed(name: inv.name, outcome)))
+                claimFailed(claim, at: now)
                 scheduleRetry(peer, at: now)
             }
         }
@@ -286,15 +333,23 @@ public struct HubNodeManager {
         return (true, questions.count == 1 ? askFirst() : [])
     }
 
-    /// A line a person typed: `y…`/`Y…` is yes, anything else no, for the oldest question.
+    /// A line a person typed: `y…`/`Y…` is yes, anything else no, for the oldest question (the
+    /// one on the terminal).
     public mutating func answer(_ line: String, at now: Instant, peerState: (PeerID) -> PeerState) -> [Action] {
-        guard !questions.isEmpty else { return [] }
-        let (peer, held) = questions.removeFirst()
-        let yes = line.first == "y" || line.first == "Y"
+        guard let first = questions.first else { return [] }
+        return answer(first.peer, yes: line.first == "y" || line.first == "Y", at: now, peerState: peerState) ?? []
+    }
+
+    /// An answer naming its node (MQTT's `cmd/answer`, which sees no terminal): nil when no
+    /// question about `peer` waits, for the caller to refuse and count.
+    public mutating func answer(_ peer: PeerID, yes: Bool, at now: Instant, peerState: (PeerID) -> PeerState) -> [Action]? {
+        guard let i = questions.firstIndex(where: { $0.peer == peer }) else { return nil }
+        let held = questions.remove(at: i).held
         if yes { approved.insert(peer) } else { refused.insert(peer) }
         var out: [Action] = [.answered(peer, held: held, yes: yes)]
         if yes && !held { inviteIfNeeded(peer, at: now, peerState: peerState, into: &out) }
-        out += askFirst()
+        // The question on the terminal was this one: the next one is asked.
+        if i == 0 { out += askFirst() }
         return out
     }
 
@@ -309,16 +364,18 @@ public struct HubNodeManager {
         let live = Set(claims.keys).union(invitations.values.map(\.peer))
         func kept(_ p: PeerID) -> Bool { live.contains(p) || keep(p) }
         names = names.filter { kept($0.key) }
+        provedNames = provedNames.filter { kept($0.key) }
         retryAt = retryAt.filter { kept($0.key) && now < $0.value }
         targets = targets.filter { kept($0.key) }
         cooldown = cooldown.filter { now < $0.value }
+        failures = failures.filter { kept($0.key.peer) || cooldown[$0.key] != nil }
     }
 
     // MARK: inside
 
     private func askFirst() -> [Action] {
         guard let (peer, held) = questions.first else { return [] }
-        let name = held ? (names[peer] ?? peer.description)
+        let name = held ? (displayName(of: peer) ?? peer.description)
             : (claiming(peer).first?.name ?? peer.description)
         return [.ask(peer, name: name, held: held)]
     }
@@ -341,14 +398,28 @@ public struct HubNodeManager {
         let state = peerState(peer)
         var pending = invitations.values.filter { $0.peer == peer }
         if state == .notConnected, pending.isEmpty, let t = retryAt[peer], now < t { return }
-        for s in claims {
+        // Least recently failed first (never failed first of all, by name among equals).
+        let ordered = claims.enumerated().map { (i, s) in (i, s, Self.target(of: s).flatMap { failures[NodeClaim(peer: peer, target: $0)]?.last }) }
+            .sorted { a, b in
+                switch (a.2, b.2) {
+                case (nil, nil): return a.0 < b.0
+                case (nil, _): return true
+                case (_, nil): return false
+                case let (x?, y?): return x < y || (x == y && a.0 < b.0)
+                }
+            }
+        var cooledUntil: Instant?
+        for (_, s, _) in ordered {
             guard pending.count < Self.invitationsPerPeer else { break }
             guard let target = Self.target(of: s) else { continue }
             if state != .notConnected, let current = targets[peer], current == target || Self.service(s, reaches: current) { continue }
             if pending.contains(where: { $0.target == target }) { continue }
             let claim = NodeClaim(peer: peer, target: target)
             if let until = cooldown[claim] {
-                if now < until { continue }
+                if now < until {
+                    cooledUntil = min(cooledUntil ?? until, until)
+                    continue
+                }
                 cooldown[claim] = nil
             }
             let invitation = NodeInvitation(peer: peer, target: target, name: s.name, probe: state != .notConnected)
@@ -356,6 +427,21 @@ public struct HubNodeManager {
             pending.append(invitation)
             out.append(.invite(claim, name: s.name, probe: invitation.probe))
         }
+        // Every claim cooling down: look again when the first one may be invited.
+        if state == .notConnected, pending.isEmpty, let t = cooledUntil { wake(.node(peer), at: t) }
+    }
+
+    /// A claim failed: it waits `inviteRetry` doubled per failure in a row, at most
+    /// `maximumFailureCooldown`, or `atLeast` if longer.
+    private mutating func claimFailed(_ claim: NodeClaim, at now: Instant, atLeast: Duration = .zero) {
+        let count = min((failures[claim]?.count ?? 0) + 1, 16)
+        if failures[claim] == nil, failures.count >= Self.tableLimit {
+            if let oldest = failures.min(by: { $0.value.last < $1.value.last })?.key { failures[oldest] = nil }
+        }
+        failures[claim] = (count, now)
+        var wait = Self.inviteRetry
+        for _ in 1..<count where wait < Self.maximumFailureCooldown { wait = wait * 2 }
+        setCooldown(claim, max(min(wait, Self.maximumFailureCooldown), atLeast), at: now)
     }
 
     private mutating func scheduleRetry(_ peer: PeerID, at now: Instant) {

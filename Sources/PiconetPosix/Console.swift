@@ -13,6 +13,7 @@ public enum WallClock {
 /// full pipe never blocks the loop for long (the write is retried on EINTR only).
 public enum Console {
     public static var stdoutIsTerminal: Bool { Sys.isTerminal(1) }
+    public static var stdinIsTerminal: Bool { Sys.isTerminal(0) }
 
     public static func out(_ text: String) { write(text, to: 1) }
     public static func err(_ text: String) { write(text, to: 2) }

@@ -101,6 +101,8 @@ public final class PeerSession {
     public var connectedPeers: [PeerID] { machine.connectedPeers }
     public func state(of peer: PeerID) -> PeerState { machine.state(of: peer) }
     public func verificationCode(for peer: PeerID) -> String? { machine.verificationCode(for: peer) }
+    /// The name `peer` sent inside its handshake (chosen by its key's holder; empty if none).
+    public func displayName(of peer: PeerID) -> String? { machine.displayName(of: peer) }
     /// The largest unreliable message to `peer` now (its path's datagram size less overhead).
     public func maximumUnreliablePayload(to peer: PeerID) -> Int? { machine.maximumUnreliablePayload(to: peer) }
     /// The datagram size of the link to `peer` (smaller than the configured one on a small L2CAP MTU).

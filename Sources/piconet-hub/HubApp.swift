@@ -205,6 +205,12 @@ final class HubApp {
             say("piconet-hub: HTTP token in \(tokenPath) (mode 0600), needed for \(access.tokenForReads ? "every request (not a loopback address)" : "writes")"
                         + ": send 'Authorization: Bearer TOKEN' or open /?token=TOKEN once\n")
         }
+        switch settings.invite.policy {
+        case .closed: Console.err("piconet-hub: \(InvitePolicy.closedNotice(isDefault: settings.invite.isDefault))\n")
+        case .ask where settings.invite.isDefault:
+            Console.err("piconet-hub: no --invite given: asking before inviting each node found (--invite ID,... or --invite auto to not ask)\n")
+        default: break
+        }
         if settings.askBeforeInviting {
             let input = try LineInput(loop: loop)
             input.onLine = { [unowned self] line in self.answer(line) }
@@ -259,6 +265,8 @@ final class HubApp {
             if bluetoothInvitationFinished(id, outcome) { return }
             wifiInvitationFinished(id, outcome)
         case let .peerStateChanged(peer, state):
+            // The name inside the handshake is the key's own: it, not a record's, names the node.
+            if state == .connected, let name = session.displayName(of: peer) { nodeManager.proved(name, of: peer) }
             if !inPlace { say("piconet-hub: \(displayName(peer)) \(HumanWords.state(state))\n") }
             nodeManager.peerStateChanged(peer, state, at: loop.now)
             if state == .notConnected { bluetoothPeerLeft(peer) }
@@ -336,8 +344,9 @@ final class HubApp {
                 SeriesPoint.append(SeriesPoint(t: wall(now), bpm: bpm, activity: ten?.activity), to: &points, limit: Self.seriesLimit)
                 series[peer] = points
             }
-            var status = NodeStatus(id: peer.description, name: nodeManager.names[peer] ?? String(peer.description.prefix(8)),
-                                    state: session.state(of: peer).description)
+            // The proved name (a record's until the node connected); hints only in the status lines.
+            var status = NodeStatus(id: peer.description, name: nodeManager.displayName(of: peer) ?? String(peer.description.prefix(8)),
+                                    state: nodeManager.stateWord(of: peer, session.state(of: peer)))
             status.bpm = bpm
             status.min = sixty?.bpmMin
             status.avg = sixty?.bpmMean
@@ -371,6 +380,8 @@ final class HubApp {
         // History rows offered with no database (`--db off`: counted, never queued) and rows a
         // failing store's full queue dropped.
         info.drops["historyNotRecorded"] = UInt64(recorder.notRecorded)
+        // Records of nodes `--invite` does not admit: listed as not admitted, never invited.
+        info.drops["nodesNotAdmitted"] = UInt64(nodeManager.counters.notAdmitted)
         info.drops["historyQueueDropped"] = UInt64(recorder.dropped)
         if case let .memoryOnly(e) = recorder.mode {
             info.storeHealthy = false

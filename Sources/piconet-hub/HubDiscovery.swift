@@ -15,8 +15,15 @@ import PiconetWire
 extension HubApp {
     static let forgetAfter: Duration = .seconds(600)
 
-    /// The name to print for a node: the one it was invited under, escaped (it came from the network).
-    func displayName(_ peer: PeerID) -> String { TerminalText.escaped(nodeManager.names[peer] ?? peer.description) }
+    /// The name to print for a node, escaped (it came from the network): the one its key proved
+    /// in the handshake, with a differing record's name as a hint.
+    func displayName(_ peer: PeerID) -> String { TerminalText.escaped(shownName(peer) ?? peer.description) }
+
+    /// The raw name the table and the API show: proved name, then `(advertised as HINT)` if a record differs.
+    func shownName(_ peer: PeerID) -> String? {
+        guard let name = nodeManager.displayName(of: peer) else { return nil }
+        return nodeManager.nameHint(of: peer).map { "\(name) (advertised as \($0))" } ?? name
+    }
 
     /// Whether a Wi-Fi record claims `peer` (Bluetooth prefers Wi-Fi for such nodes).
     func isClaimedOverWiFi(_ peer: PeerID) -> Bool { nodeManager.isClaimedOverWiFi(peer) }
@@ -71,7 +78,7 @@ extension HubApp {
                 if settings.json {
                     // --json: the question is data too, one object per line (answers still y/n on stdin).
                     Console.out(JSON.object(["event": .string("question"), "peer": .string(peer.description),
-                                             "name": .string(held ? nodeManager.names[peer] ?? name : name),
+                                             "name": .string(held ? nodeManager.displayName(of: peer) ?? name : name),
                                              "ask": .string(held ? "record" : "invite")]).text + "\n")
                 } else if held {
                     Console.out("piconet-hub: node '\(displayName(peer))' (\(peer)) answered over Bluetooth; record its data? [y/n] ")

@@ -306,15 +306,22 @@ extension HubApp {
     func startExport() {
         fleet?.onCommand = { [unowned self] command in
             switch command {
-            case let .answer(line):
+            case let .answer(yes, peerText):
                 guard self.settings.askBeforeInviting else {
                     self.fleet?.commandDone(false)
                     Console.err("piconet-hub: MQTT command answer refused: this hub does not ask (start it with --invite ask)\n")
                     return
                 }
+                let session = self.session
+                guard let peer = PeerID(hex: peerText),
+                      let actions = self.nodeManager.answer(peer, yes: yes, at: self.loop.now, peerState: session.state(of:)) else {
+                    self.fleet?.commandDone(false)
+                    Console.err("piconet-hub: MQTT command answer refused: no question about node \(peerText) is waiting\n")
+                    return
+                }
                 self.fleet?.commandDone(true)
-                self.say("piconet-hub: answer from MQTT: \(TerminalText.escaped(line))\n")
-                self.answer(line)
+                self.say("piconet-hub: answer from MQTT: \(yes ? "yes" : "no") for \(self.displayName(peer)) (\(peer))\n")
+                self.perform(actions)
             }
         }
         fleet?.start()

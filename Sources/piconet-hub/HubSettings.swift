@@ -10,7 +10,9 @@ struct HubSettings {
     var service = "hr-sensor"
     var interfaces: [String] = []
     var identityPath: String
-    /// nil = invite every node found.
+    /// `--invite` as resolved (`InvitePolicy.resolve`): by default `ask` on a terminal, else closed.
+    var invite: (policy: InvitePolicy, isDefault: Bool) = (.closed, true)
+    /// nil = invite every node found (`--invite auto`); empty = none.
     var allowList: Set<PeerID>?
     /// Ask on the terminal before inviting a node (`--invite ask`).
     var askBeforeInviting = false
@@ -66,19 +68,11 @@ struct HubSettings {
         s.name = try c.name ?? file?.string("name") ?? s.name
         s.service = try c.service ?? file?.string("service") ?? s.service
         s.interfaces = try c.interface.isEmpty ? (file?.strings("interface") ?? []) : c.interface
-        let inviteText = try c.invite ?? file?.string("invite") ?? ((try file?.strings("allow-list")).map { $0.joined(separator: ",") }) ?? "auto"
-        if inviteText == "ask" {
-            s.askBeforeInviting = true
-        } else if inviteText != "auto" {
-            var ids = Set<PeerID>()
-            for part in inviteText.split(separator: ",") {
-                guard let id = PeerID(hex: String(part)) else {
-                    throw Invalid(description: "--invite takes auto, ask or comma-separated node peer IDs (32 hex digits); '\(part)' is none of these")
-                }
-                ids.insert(id)
-            }
-            s.allowList = ids
-        }
+        let invite = try InvitePolicy.resolve(flag: c.invite, configInvite: file?.string("invite"),
+                                              configAllowList: file?.strings("allow-list"), stdinIsTerminal: Console.stdinIsTerminal)
+        s.invite = invite
+        s.allowList = invite.policy.allowList
+        s.askBeforeInviting = invite.policy == .ask
         let encryptionText = try c.encryption ?? file?.string("encryption") ?? "required"
         guard let encryption = EncryptionPreference(option: encryptionText) else {
             throw Invalid(description: "--encryption takes \(EncryptionPreference.optionHelp), not '\(encryptionText)'")

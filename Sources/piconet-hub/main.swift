@@ -14,7 +14,7 @@ struct HubCommand: ParsableCommand {
         commandName: "piconet-hub",
         abstract: "The Piconet aggregator hub: find nodes, pair, aggregate, store and serve their samples.",
         discussion: """
-        Example (one-machine demo): piconet-hub --interface lo --http 127.0.0.1:8080 --db /tmp/hub.sqlite
+        Example (one-machine demo): piconet-hub --invite auto --interface lo --http 127.0.0.1:8080 --db /tmp/hub.sqlite
         HTTP: GET /  (live page)   /api/nodes   /api/nodes/{id}/series?window=10s|60s|session   /metrics
         Config file keys (JSON object) are the long option names: name, service, interface, identity, invite, http, http-max-connections,
         db, max-heart-rate, retention-days, encryption, board, boards-dir, transport, adapter, security, pairing,
@@ -36,7 +36,7 @@ struct HubCommand: ParsableCommand {
     var interface: [String] = []
     @Option(name: [.long, .customLong("key")], help: "Identity key file (created with mode 0600 on first run; --key is the same).")
     var identity: String?
-    @Option(help: "Which nodes to invite: auto (every node found), ask (y/n on the terminal for each new node; over Bluetooth only, asked once the handshake proved its ID, before anything is recorded), or a comma-separated list of node peer IDs.")
+    @Option(help: "Which nodes to invite: ask (y/n on the terminal for each new node; over Bluetooth only, asked once the handshake proved its ID, before anything is recorded), a comma-separated list of node peer IDs, none, or auto (any key: a trusted network only). Default: ask on a terminal, else none.")
     var invite: String?
     @Option(help: "Encryption preference: required, optional or none.")
     var encryption: String?
@@ -78,7 +78,7 @@ struct HubCommand: ParsableCommand {
     var mqttCert: String?
     @Option(help: "Client certificate's key file.")
     var mqttKey: String?
-    @Flag(help: "Take commands from piconet/<hub>/cmd/... (off by default; who may publish there is the broker ACL's business): answer (an --invite ask answer line).")
+    @Flag(help: "Take commands from piconet/<hub>/cmd/... (off by default; who may publish there is the broker ACL's business): answer ('y PEER_ID' or 'n PEER_ID' for a pending --invite ask question).")
     var mqttCommands = false
     @Option(help: "The MQTT outbox's SQLite file (default: beside --db, NAME.mqtt-outbox.sqlite; in memory with --db off).")
     var mqttOutbox: String?

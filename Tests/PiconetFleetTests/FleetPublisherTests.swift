@@ -108,8 +108,16 @@ import Testing
 /// Issue 23 item 6: remote commands are only the local ones, parsed strictly.
 @Suite struct FleetCommandTests {
     @Test func answerIsTheOnlyCommand() {
-        #expect(FleetCommand.parse(topic: "piconet/h/cmd/answer", payload: Array("y\n".utf8), hub: "h") == .success(.answer("y")))
-        #expect(FleetCommand.parse(topic: "piconet/h/cmd/answer", payload: Array("n 2".utf8), hub: "h") == .success(.answer("n 2")))
+        let id = "00112233445566778899aabbccddeeff"
+        #expect(FleetCommand.parse(topic: "piconet/h/cmd/answer", payload: Array("y \(id)\n".utf8), hub: "h") == .success(.answer(yes: true, peer: id)))
+        #expect(FleetCommand.parse(topic: "piconet/h/cmd/answer", payload: Array("no \(id.uppercased())".utf8), hub: "h")
+                == .success(.answer(yes: false, peer: id)))
+        // An answer must name the node it is for: the oldest question may be a stranger's.
+        for payload in ["y", "n 2", "y \(id) \(id)", "maybe \(id)", "y \(id.dropLast())", "y \(id.dropLast())g"] {
+            #expect(throws: FleetCommandError.self, "\(payload)") {
+                try FleetCommand.parse(topic: "piconet/h/cmd/answer", payload: Array(payload.utf8), hub: "h").get()
+            }
+        }
         let refused: [(String, [UInt8])] = [
             ("piconet/other/cmd/answer", Array("y".utf8)),      // another hub's
             ("piconet/h/cmd/reboot", Array("now".utf8)),        // no such local command

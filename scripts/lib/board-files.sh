@@ -17,7 +17,8 @@
 #   {"name":NAME, "role":"node"|"hub", "service":"hr-sensor", "board":ID,
 #    "gpio-chip":LABEL|null, "interface":[IFACE]  (the discovery interface, wlan0 by default),
 #    "state-dir":"/var/lib/piconet", "boards-dir":"/etc/piconet/boards",
-#    "allow-list":[PEER_ID]   (only with --hub-key: 32 hex digits, as piconet-hub prints it)}
+#    "allow-list":[PEER_ID]   (a node: only with --hub-key, 32 hex digits as piconet-hub prints it;
+#                              a hub: the --node-key IDs; without any a hub admits no node)}
 # With scripts/provision --prefix P, state-dir and boards-dir start with P, so the
 # binary started from the prefix keeps its identity and finds its board there.
 
@@ -108,7 +109,8 @@ check_key() {
   return 1
 }
 
-# render_config ROLE NAME BOARD_FILE [HUB_KEY] [IFACE] [PREFIX]: the config JSON on stdout.
+# render_config ROLE NAME BOARD_FILE [KEYS] [IFACE] [PREFIX]: the config JSON on stdout. KEYS: a
+# node's hub peer ID, or a hub's node peer IDs comma-separated (its allow-list: the nodes it invites).
 # IFACE "" leaves "interface" out (the binary then uses every up multicast interface).
 render_config() {
   local role=$1 name=$2 board=$3 key=${4:-} iface=${5-wlan0} prefix=${6:-}
@@ -117,7 +119,7 @@ render_config() {
     {name: $name, role: $role, service: $service, board: $b[0].id, "gpio-chip": $b[0].gpioChip,
      "state-dir": ($p + "/var/lib/piconet"), "boards-dir": ($p + "/etc/piconet/boards")}
     + (if $iface == "" then {} else {interface: [$iface]} end)
-    + (if $key == "" then {} else {"allow-list": [($key | ascii_downcase)]} end)'
+    + (if $key == "" then {} else {"allow-list": ($key | ascii_downcase | split(","))} end)'
 }
 
 # start_command ROLE [PREFIX]: the command line that runs the binary on its config: the unit's

@@ -13,7 +13,7 @@ up() { cut -d' ' -f1 /proc/uptime; }
 # start_any TAG SEED: hub and node both with --transport any (Wi-Fi = lo, Bluetooth hci0/hci1),
 # named TAG-hub / TAG-node, logs $W/hub-TAG.log / $W/node-TAG.log, HTTP on $PORT.
 start_any() {
-  "$HUB" --transport any --adapter hci0 --interface lo --http 127.0.0.1:$PORT --db off --plain --name "$1-hub" \
+  "$HUB" --invite auto --transport any --adapter hci0 --interface lo --http 127.0.0.1:$PORT --db off --plain --name "$1-hub" \
     --identity "$W/hub.key" > "$W/hub-$1.log" 2>&1 &
   HUBPID=$!
   "$NODE" --transport any --adapter hci1 --interface lo --accept all --name "$1-node" --identity "$W/node.key" --seed "$2" \
@@ -70,7 +70,7 @@ ip link set lo up
 
 PORT=18089
 t=$(up)
-"$HUB" --transport bluetooth --adapter hci0 --http 127.0.0.1:$PORT --db off --plain --name bt-hub \
+"$HUB" --invite auto --transport bluetooth --adapter hci0 --http 127.0.0.1:$PORT --db off --plain --name bt-hub \
   --security medium --pairing piconet --identity "$W/hub.key" > "$W/hub.log" 2>&1 &
 HUBPID=$!
 "$NODE" --transport bluetooth --adapter hci1 --accept all --name bt-node --identity "$W/node.key" --seed 7 \

@@ -52,7 +52,7 @@ set -- $(sample 6); echo "  | advertising: $(($1 / 100)).$(($1 % 100)) edges/s, 
 [ "$1" -ge 50 ] && [ "$1" -le 200 ] && [ "$2" -ge 12 ] && [ "$2" -le 40 ] \
   && ok "advertising: slow blink ($1/100 edges/s, on $2%)" || ko "advertising pattern ($1/100 edges/s, on $2%)"
 
-"$PICONET_BIN_DIR/piconet-hub" --interface lo --http off --db off --identity "$W/hub.key" --plain >"$W/hub.log" 2>&1 &
+"$PICONET_BIN_DIR/piconet-hub" --invite auto --interface lo --http off --db off --identity "$W/hub.key" --plain >"$W/hub.log" 2>&1 &
 HUB=$!
 if wait_log "invitation from" 30; then
   ok "the hub's invitation reached the node (consent: ask)"

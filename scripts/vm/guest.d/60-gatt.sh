@@ -126,7 +126,7 @@ start_server 1
 fresh_link
 
 PORT=18095
-"$HUB" --transport wifi --interface lo --http 127.0.0.1:$PORT --db off --plain --name gatt-hub \
+"$HUB" --invite auto --transport wifi --interface lo --http 127.0.0.1:$PORT --db off --plain --name gatt-hub \
   --identity "$W/hub.key" > "$W/hub.log" 2>&1 &
 HUBPID=$!
 t=$(up)

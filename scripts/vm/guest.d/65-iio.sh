@@ -52,7 +52,7 @@ else SKIP=$((SKIP + 1)); echo "SKIP: no user nobody / setpriv for the permission
 
 # --- node + hub: the hub shows the kernel's values
 PORT=18096
-"$HUB" --transport wifi --interface lo --http 127.0.0.1:$PORT --db off --plain --name iio-hub \
+"$HUB" --invite auto --transport wifi --interface lo --http 127.0.0.1:$PORT --db off --plain --name iio-hub \
   --identity "$W/hub.key" > "$W/hub.log" 2>&1 &
 HUBPID=$!
 "$NODE" --transport wifi --interface lo --accept all --name imu-node --identity "$W/node.key" \
