@@ -163,13 +163,20 @@ func jsonResponse(_ value: JSON, status: HTTPResponse.Status = .ok) -> Response 
 /// Nodes that left the snapshot are unregistered so the exposition stays bounded.
 final class HubMetrics: Sendable {
     let registry = PrometheusCollectorRegistry()
-    private let perNode = Mutex<[String: (bpm: Gauge, loss: Gauge, rmssd: Gauge, steps: Gauge, connected: Gauge)]>([:])
+    private let perNode = Mutex<[String: PerNode]>([:])
+    /// One node's series. Steps are a counter of every step the hub has counted for the node
+    /// since it started: a node's own count restarts with each session, a counter may not go down.
+    private struct PerNode: Sendable {
+        var bpm, loss, rmssd, connected: Gauge
+        var steps: Counter
+        var lastSteps: Int
+    }
     private let messages: Counter
     private let rejected: Counter
     /// Counters only go up: the last totals seen, to add the difference.
     private let lastTotals = Mutex<(messages: UInt64, rejected: UInt64)>((0, 0))
     private let nodesConnected: Gauge
-    /// Security counters (issue 25), each with the last total seen.
+    /// Security counters, each with the last total seen.
     private let refusals: [(name: String, counter: Counter)]
     private let lastRefusals = Mutex<[String: UInt64]>([:])
 
@@ -225,29 +232,35 @@ final class HubMetrics: Sendable {
         perNode.withLock { table in
             let live = Set(snapshot.nodes.map(\.id))
             for (id, g) in table where !live.contains(id) {
-                for gauge in [g.bpm, g.loss, g.rmssd, g.steps, g.connected] { registry.unregisterGauge(gauge) }
+                for gauge in [g.bpm, g.loss, g.rmssd, g.connected] { registry.unregisterGauge(gauge) }
+                registry.unregisterCounter(g.steps)
                 table[id] = nil
             }
             for n in snapshot.nodes {
-                let g = table[n.id] ?? {
+                var g = table[n.id] ?? {
                     let labels = [("node", n.name), ("id", n.id)]
-                    return (registry.makeGauge(name: "piconet_node_heart_rate_bpm", labels: labels,
-                                               help: "Latest heart rate of the node (beats per minute)."),
-                            registry.makeGauge(name: "piconet_node_loss_ratio", labels: labels,
-                                               help: "Fraction of the node's sample messages lost (0..1)."),
-                            registry.makeGauge(name: "piconet_node_rmssd_ms", labels: labels,
-                                               help: "RMSSD of RR intervals over the last 60 s (ms)."),
-                            registry.makeGauge(name: "piconet_node_steps", labels: labels,
-                                               help: "Steps counted this session."),
-                            registry.makeGauge(name: "piconet_node_connected", labels: labels,
-                                               help: "1 when the node's session is connected."))
+                    // Base units (seconds), as Prometheus's naming rules and `promtool check metrics` ask.
+                    return PerNode(bpm: registry.makeGauge(name: "piconet_node_heart_rate_bpm", labels: labels,
+                                                           help: "Latest heart rate of the node (beats per minute)."),
+                                   loss: registry.makeGauge(name: "piconet_node_loss_ratio", labels: labels,
+                                                            help: "Fraction of the node's sample messages lost (0..1)."),
+                                   rmssd: registry.makeGauge(name: "piconet_node_rmssd_seconds", labels: labels,
+                                                             help: "RMSSD of RR intervals over the last 60 s (seconds)."),
+                                   connected: registry.makeGauge(name: "piconet_node_connected", labels: labels,
+                                                                 help: "1 when the node's session is connected."),
+                                   steps: registry.makeCounter(name: "piconet_node_steps_total", labels: labels,
+                                                               help: "Steps the hub has counted for the node since the hub started, all sessions."),
+                                   lastSteps: 0)
                 }()
-                table[n.id] = g
                 g.bpm.set(to: n.bpm ?? .nan)
                 g.loss.set(to: n.loss)
-                g.rmssd.set(to: n.rmssd ?? .nan)
-                g.steps.set(Double(n.steps))
+                g.rmssd.set(to: n.rmssd.map { $0 / 1000 } ?? .nan)
+                // A count lower than the last one is a new session's: all of it is new.
+                let added = n.steps >= g.lastSteps ? n.steps - g.lastSteps : n.steps
+                if added > 0 { g.steps.increment(by: Int64(added)) }
+                g.lastSteps = n.steps
                 g.connected.set(to: n.state == "connected" ? 1 : 0)
+                table[n.id] = g
             }
         }
         return registry.emitToBuffer()

@@ -109,6 +109,31 @@ func sampleSnapshot(nodes: Int = 2, messages: UInt64 = 42) -> HubSnapshot {
         }
     }
 
+    /// Prometheus's naming rules (what `promtool check metrics` lints): base units, and a count
+    /// that only grows is a counter named `_total` that never goes down, even when a node's own
+    /// step count restarts with a new session.
+    @Test func metricsUseBaseUnitsAndStepsNeverGoDown() {
+        let metrics = HubMetrics()
+        func node(steps: Int) -> HubSnapshot {
+            HubSnapshot(generatedAt: 0, hub: HubInfo(),
+                        nodes: [NodeStatus(id: "a", name: "strap", state: "connected", rmssd: 42, steps: steps)])
+        }
+        func sample(_ text: String, _ name: String) -> Double? {
+            text.split(separator: "\n").first { $0.hasPrefix(name + "{") }
+                .flatMap { $0.split(separator: " ").last }.flatMap { Double(String($0)) }
+        }
+        var text = String(decoding: metrics.render(node(steps: 100)), as: UTF8.self)
+        #expect(!text.contains("_ms"), "no abbreviated units in names")
+        #expect(sample(text, "piconet_node_rmssd_seconds") == 0.042)
+        #expect(text.contains("# TYPE piconet_node_steps_total counter"))
+        #expect(sample(text, "piconet_node_steps_total") == 100)
+        text = String(decoding: metrics.render(node(steps: 130)), as: UTF8.self)
+        #expect(sample(text, "piconet_node_steps_total") == 130)
+        // A new session counts from zero again: its 20 steps are added, nothing is taken away.
+        text = String(decoding: metrics.render(node(steps: 20)), as: UTF8.self)
+        #expect(sample(text, "piconet_node_steps_total") == 150)
+    }
+
     @Test func livePageIsServedSelfContained() async throws {
         try await app(HubFeed()).test(.router) { client in
             try await client.execute(uri: "/", method: .get) { response in
