@@ -118,7 +118,8 @@ import Testing
                 uses.append(String(line.drop(while: { $0 == " " })))
                 continue
             }
-            let implicit = [".random(", ".randomElement(", ".shuffled(", ".shuffle("].contains { line.contains($0) }
+            // The standard library's spellings only (an enum case such as `.random(why)` is no call).
+            let implicit = [".random(in:", ".random()", ".randomElement()", ".shuffled()", ".shuffle()"].contains { line.contains($0) }
             if implicit && !line.contains("using:") { uses.append(String(line.drop(while: { $0 == " " }))) }
         }
         return uses
@@ -137,6 +138,8 @@ import Testing
         #expect(Self.defaultGeneratorUses(in: "var rng = SystemRandomNumberGenerator()").count == 1)
         #expect(Self.defaultGeneratorUses(in: "let b = UInt8.random(in: 0...255)").count == 1)
         #expect(Self.defaultGeneratorUses(in: "let b = UInt8.random(in: 0...255, using: &rng)").isEmpty)
+        #expect(Self.defaultGeneratorUses(in: "let flip = Bool.random()").count == 1)
+        #expect(Self.defaultGeneratorUses(in: "case let .random(why): return why").isEmpty)
         #expect(Self.defaultGeneratorUses(in: "x = 1 // SystemRandomNumberGenerator in a comment").isEmpty)
         #expect(Self.importedModules("import Glibc\n@preconcurrency import Foundation\nimport PiconetLoop")
             == ["Glibc", "Foundation", "PiconetLoop"])
