@@ -114,7 +114,7 @@ public final class HistoryRecorder {
     }
 
     /// How long a row waits for its commit unless configured: what a `kill -9` can lose.
-    public static let defaultCommitInterval: Duration = .seconds(30)
+    public static let defaultCommitInterval: Duration = .seconds(60)
 
     /// Rows waiting for their commit.
     public var pendingCount: Int { batchQueue.count - batchHead + aggregateQueue.count - aggregateHead }

@@ -20,7 +20,7 @@ struct HubSettings {
     var hub = HubConfiguration()
     var retentionDays = 7
     /// `--commit-interval`: seconds between history commits (what a kill -9 can lose).
-    var commitInterval = 30
+    var commitInterval = 60
     var duration: Double = 0
     var plain = false
     /// `--json`: one JSON object per line (a snapshot a second) instead of the table.

@@ -49,7 +49,7 @@ struct HubCommand: ParsableCommand {
     @Option(parsing: .unconditional, help: "Days of raw samples to keep, 1-3650.")
     var retentionDays: Int?
     @Option(parsing: .unconditional, help: ArgumentHelp(
-        "Seconds between history commits, 1-3600 (default 30).",
+        "Seconds between history commits, 1-3600 (default 60).",
         discussion: "Fewer, larger commits write less to an SD card; a kill -9 or a power cut loses at most this long of samples (an orderly stop, SIGTERM or SIGINT, loses none)."))
     var commitInterval: Int?
     @Option(help: "Board profile id from Boards/ for the hub's own status LEDs; 'none' for no GPIO.")
