@@ -1,12 +1,16 @@
 import PiconetHub
+import PiconetLoop
 
 /// Buffers history rows and writes them in batches; when the store fails (disk full,
 /// unwritable path) it keeps going in memory and says so.
 ///
 /// The hub's aggregation never waits on the disk: rows are queued (bounded, oldest dropped
-/// and counted) and `flush()` — called by the runtime once a second — writes them in one
-/// transaction. On failure the rows stay queued, `mode` becomes `.memoryOnly(error)` with a
-/// clear message, and the next `flush()` tries again, so freeing disk space heals it.
+/// and counted) and written in one transaction once every `commitInterval` (`flushIfDue`, which
+/// the runtime calls once a second), sooner once `commitRows` wait, and on
+/// exit (`flush`). Few large commits are what keeps an SD card's writes close to the data kept;
+/// the price is that a `kill -9` or a power cut loses the rows of the interval not yet committed,
+/// at most `commitInterval`. On failure the rows stay queued, `mode` becomes `.memoryOnly(error)`
+/// with a clear message, and the next commit tries again, so freeing disk space heals it.
 ///
 /// Without a store (`--db off`, or a path that could not be opened) there is nothing a queued
 /// row could ever be written to, so rows are not queued: they are counted in `notRecorded` and
@@ -25,6 +29,10 @@ public final class HistoryRecorder {
     public private(set) var mode: Mode
     public let store: HistoryStore?
     public let pendingLimit: Int
+    /// The longest a recorded row waits before its commit (`--commit-interval`).
+    public let commitInterval: Duration
+    /// When `flushIfDue` last committed (or first ran); nil before it ever ran.
+    private var lastCommit: Instant?
     /// Rows queued, oldest first.
     public var pendingBatches: [StoredBatch] { Array(batchQueue[batchHead...]) }
     public var pendingAggregates: [StoredAggregate] { Array(aggregateQueue[aggregateHead...]) }
@@ -44,8 +52,10 @@ public final class HistoryRecorder {
 
     /// Opens `path`; when `path` is nil the recorder is `.off`, and when it cannot be opened
     /// `.memoryOnly(error)` (the hub refuses to start then). Either way without a store no row is kept.
-    public init(path: String?, retention: RetentionPolicy = RetentionPolicy(), pendingLimit: Int = 50_000) {
+    public init(path: String?, retention: RetentionPolicy = RetentionPolicy(), pendingLimit: Int = 50_000,
+                commitInterval: Duration = HistoryRecorder.defaultCommitInterval) {
         self.pendingLimit = max(1, pendingLimit)
+        self.commitInterval = commitInterval
         guard let path else {
             store = nil
             mode = .off
@@ -61,9 +71,10 @@ public final class HistoryRecorder {
     }
 
     /// Wraps an already open store.
-    public init(store: HistoryStore, pendingLimit: Int = 50_000) {
+    public init(store: HistoryStore, pendingLimit: Int = 50_000, commitInterval: Duration = HistoryRecorder.defaultCommitInterval) {
         self.store = store
         self.pendingLimit = max(1, pendingLimit)
+        self.commitInterval = commitInterval
         mode = .persisting
     }
 
@@ -100,6 +111,28 @@ public final class HistoryRecorder {
                 record(StoredAggregate(node: snap.id.rawValue, at: at, stats: snap.stats(w)))
             }
         }
+    }
+
+    /// How long a row waits for its commit unless configured: what a `kill -9` can lose.
+    public static let defaultCommitInterval: Duration = .seconds(60)
+
+    /// Rows waiting for their commit.
+    public var pendingCount: Int { batchQueue.count - batchHead + aggregateQueue.count - aggregateHead }
+
+    /// Rows that make a commit due before its interval: a commit this large already writes
+    /// megabytes of new pages against its few journaled ones, and a large fleet's queue stays
+    /// small (memory) and is never dropped for want of a commit.
+    public static let commitRows = 4_096
+
+    /// Commits the queue when `commitInterval` has passed since the last commit (monotonic `now`),
+    /// or sooner once `commitRows` (or half the queue's capacity) wait. The first call only
+    /// starts the interval.
+    @discardableResult
+    public func flushIfDue(at now: Instant) -> StoreError? {
+        guard let last = lastCommit else { lastCommit = now; return nil }
+        guard now - last >= commitInterval || pendingCount >= min(Self.commitRows, (pendingLimit + 1) / 2) else { return nil }
+        lastCommit = now
+        return flush()
     }
 
     /// Writes everything queued. Returns the error that sent the recorder to memory, if any.
@@ -150,7 +183,7 @@ public final class HistoryRecorder {
         case .off: return "history: off (no database configured; \(notRecorded) rows not recorded)"
         case let .memoryOnly(why):
             if store == nil { return "history: NOT RECORDED — \(why) (\(notRecorded) rows not recorded)" }
-            return "history: IN MEMORY ONLY — \(why) (\(batchQueue.count - batchHead + aggregateQueue.count - aggregateHead) rows waiting, \(dropped) dropped)"
+            return "history: IN MEMORY ONLY — \(why) (\(pendingCount) rows waiting, \(dropped) dropped)"
         }
     }
 }

@@ -101,13 +101,18 @@ public struct RetentionPolicy: Equatable, Sendable {
     }
 }
 
-/// The hub's history in one SQLite file, in WAL mode.
+/// The hub's history in one SQLite file, with a rollback journal (`journal_mode=TRUNCATE`).
 ///
-/// Every `append` is one transaction: after a crash (`kill -9`, power cut with
-/// `synchronousFull`) a reopened store has every append that returned and none that did
-/// not. WAL lets readers (the HTTP API) run while the hub writes. `synchronous=NORMAL` by
-/// default: durable across process crashes, may lose the last commits on power loss (the
-/// price of not fsyncing an SD card per batch); pass `synchronousFull` to fsync each commit.
+/// Every `append` is one transaction: after a crash (`kill -9`, power cut) a reopened store has
+/// every append that returned and none that did not. An SD card wears by what is written: in WAL
+/// mode every page is written twice (into the WAL, then by the checkpoint into the file), while
+/// a rollback journal takes only the pages a commit changes that were already in the file (the
+/// last leaf, an index leaf, the header) and new pages are written once. So the hub's few large
+/// commits (`HistoryRecorder.commitInterval`) cost little more than the data they keep. The
+/// price: a reader in another process waits while a commit runs (the HTTP API reads the hub's
+/// memory, not this file). `synchronous=NORMAL` by default: a commit that returned is in the file
+/// and fsynced, with a very small chance of a damaged file if power fails mid-commit on a file
+/// system that reorders writes; pass `synchronousFull` to sync the journal twice per commit.
 ///
 /// Not thread-safe by itself beyond what GRDB's serialized queue gives: one hub loop owns it.
 public final class HistoryStore {
@@ -124,11 +129,7 @@ public final class HistoryStore {
                 maximumPageCount: Int? = nil) throws(StoreError) {
         self.path = path
         self.retention = retention
-        // wal_autocheckpoint 8192 pages (32 MiB of WAL; SQLite's default is 1000): a hub's commits
-        // touch the same few pages (each node's index leaf, the table's last leaf) over and over,
-        // and a checkpoint writes each page once however often it changed, with two fsyncs. At the
-        // default the fsyncs were a third of the ingest benchmark's time (issue 13).
-        var pragmas = ["PRAGMA synchronous = \(synchronousFull ? "FULL" : "NORMAL")", "PRAGMA wal_autocheckpoint = 8192"]
+        var pragmas = ["PRAGMA synchronous = \(synchronousFull ? "FULL" : "NORMAL")"]
         if let maximumPageCount { pragmas.append("PRAGMA max_page_count = \(maximumPageCount)") }
         if path != ":memory:" {
             let dir = HistoryStore.directory(of: path)
@@ -136,7 +137,7 @@ public final class HistoryStore {
                 throw StoreError.unwritable(path: path, reason: "directory \(dir) does not exist")
             }
         }
-        file = try SQLiteFile(path: path, migrator: HistoryStore.migrator, pragmas: pragmas)
+        file = try SQLiteFile(path: path, migrator: HistoryStore.migrator, pragmas: pragmas, rollbackJournal: true)
     }
 
     /// The folder part of `path` ("" for a bare file name, "/" for a file at the root), checked
@@ -477,9 +478,9 @@ public final class HistoryStore {
         return (batches, aggregates)
     }
 
-    /// Moves everything the WAL holds into the database file (what SQLite does by itself every
-    /// `wal_autocheckpoint` pages and on close): benchmarks end their timing with it, so the
-    /// work a larger checkpoint interval defers is counted too.
+    /// Moves everything a WAL holds into the database file: nothing to do for this store's
+    /// rollback journal (kept for a file opened while still in WAL mode, and for benchmarks that
+    /// end their timing with it).
     public func checkpoint() throws(StoreError) { try file.checkpoint() }
 
     /// Closes the database; later calls throw `.closed`.
@@ -489,7 +490,7 @@ public final class HistoryStore {
 }
 
 extension HistoryStore {
-    /// SQLite's journal mode for this file ("wal" for a file store).
+    /// SQLite's journal mode for this file ("truncate" for a file store, "memory" in memory).
     public func journalMode() throws(StoreError) -> String {
         try read { db in try String.fetchOne(db, sql: "PRAGMA journal_mode") ?? "" }
     }

@@ -104,7 +104,8 @@ final class HubApp {
         aggregator = Aggregator(configuration: hubConfiguration)
         nodeManager = HubNodeManager(policy: NodeManagerPolicy(allowList: settings.allowList, askBeforeInviting: settings.askBeforeInviting))
         recorder = HistoryRecorder(path: settings.databasePath,
-                                   retention: RetentionPolicy(rawSamples: .seconds(Int64(settings.retentionDays) * 86_400)))
+                                   retention: RetentionPolicy(rawSamples: .seconds(Int64(settings.retentionDays) * 86_400)),
+                                   commitInterval: .seconds(Int64(settings.commitInterval)))
         if settings.databasePath != nil, case let .memoryOnly(e) = recorder.mode {
             // Running on "in memory only" would look like success and lose the history: stop.
             throw HubStartFailure(status: ExitStatus.ioError,
@@ -368,7 +369,7 @@ final class HubApp {
             nodes.append(status)
         }
         if ticks % 10 == 0 { recorder.record(snaps, at: WallClock.nanosecondsSinceEpoch()) }
-        recorder.flush()
+        recorder.flushIfDue(at: now)
         // --retention-days and the batch cap: a minute's worth of old segments at a time.
         if ticks % 60 == 1 { recorder.applyRetention(now: WallClock.nanosecondsSinceEpoch()) }
         var info = HubInfo(name: settings.name, messagesTotal: UInt64(aggregator.counters.messages), rejectedTotal: rejected)

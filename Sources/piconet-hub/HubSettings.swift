@@ -24,6 +24,8 @@ struct HubSettings {
     var databasePath: String?
     var hub = HubConfiguration()
     var retentionDays = 7
+    /// `--commit-interval`: seconds between history commits (what a kill -9 can lose).
+    var commitInterval = 60
     var duration: Double = 0
     var plain = false
     /// `--json`: one JSON object per line (a snapshot a second) instead of the table.
@@ -48,10 +50,10 @@ struct HubSettings {
     static let configKeys = ConfigKeys(
         binary: "piconet-hub",
         keys: Set(["name", "role", "service", "interface", "state-dir", "identity", "invite", "allow-list", "http", "http-max-connections", "db",
-               "max-heart-rate", "retention-days", "encryption", "board", "gpio-chip", "boards-dir", "transport", "adapter",
+               "max-heart-rate", "retention-days", "commit-interval", "encryption", "board", "gpio-chip", "boards-dir", "transport", "adapter",
                "security", "pairing"]).union(MQTTSettings.configKeys),
         aliases: ["interfaces": "interface", "stateDirectory": "state-dir", "allowList": "allow-list", "maxHeartRate": "max-heart-rate",
-                  "retentionDays": "retention-days", "boardsDirectory": "boards-dir", "gpioChip": "gpio-chip"],
+                  "retentionDays": "retention-days", "commitInterval": "commit-interval", "boardsDirectory": "boards-dir", "gpioChip": "gpio-chip"],
         elsewhere: ["accept": "piconet-node", "trust-store": "piconet-node", "trustStore": "piconet-node", "profile": "piconet-node",
                     "seed": "piconet-node", "motion-hz": "piconet-node", "motionHz": "piconet-node", "port": "piconet-node",
                     "psm": "piconet-node"])
@@ -103,6 +105,10 @@ struct HubSettings {
         if let d = try c.retentionDays.map({ v throws(CommandLineError) in try OptionRange.integer(v, option: "--retention-days", in: 1...3650) })
             ?? file?.integer("retention-days", in: 1...3650).map(Int.init) {
             s.retentionDays = d
+        }
+        if let i = try c.commitInterval.map({ v throws(CommandLineError) in try OptionRange.integer(v, option: "--commit-interval", in: 1...3600) })
+            ?? file?.integer("commit-interval", in: 1...3600).map(Int.init) {
+            s.commitInterval = i
         }
         s.duration = try OptionRange.number(c.duration, option: "--duration", in: 0...OptionRange.longestSeconds)
         s.plain = c.plain

@@ -7,7 +7,7 @@ import PiconetPosix
 ///
 /// Browses for sensor nodes over mDNS, invites them (Noise XX sessions),
 /// aggregates their heart-rate and motion samples per node over 10 s / 60 s /
-/// session windows, stores history in SQLite (WAL), and shows it as a live
+/// session windows, stores history in SQLite, and shows it as a live
 /// terminal table, a JSON API, a live web page and Prometheus metrics.
 struct HubCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
@@ -17,7 +17,7 @@ struct HubCommand: ParsableCommand {
         Example (one-machine demo): piconet-hub --invite auto --interface lo --http 127.0.0.1:8080 --db /tmp/hub.sqlite
         HTTP: GET /  (live page)   /api/nodes   /api/nodes/{id}/series?window=10s|60s|session   /metrics
         Config file keys (JSON object) are the long option names: name, service, interface, identity, invite, http, http-max-connections,
-        db, max-heart-rate, retention-days, encryption, board, boards-dir, transport, adapter, security, pairing,
+        db, max-heart-rate, retention-days, commit-interval, encryption, board, boards-dir, transport, adapter, security, pairing,
         mqtt, mqtt-ca, mqtt-user, mqtt-password-file, mqtt-cert, mqtt-key, mqtt-outbox, mqtt-commands;
         and role, state-dir, gpio-chip, allow-list (older camelCase keys are accepted too).
         Bluetooth: piconet-hub --transport bluetooth --adapter hci0 (LE scanning, invitations over L2CAP).
@@ -50,6 +50,10 @@ struct HubCommand: ParsableCommand {
     var maxHeartRate: Double?
     @Option(parsing: .unconditional, help: "Days of raw samples to keep, 1-3650.")
     var retentionDays: Int?
+    @Option(parsing: .unconditional, help: ArgumentHelp(
+        "Seconds between history commits, 1-3600 (default 60).",
+        discussion: "Fewer, larger commits write less to an SD card; a kill -9 or a power cut loses at most this long of samples (an orderly stop, SIGTERM or SIGINT, loses none)."))
+    var commitInterval: Int?
     @Option(help: "Board profile id from Boards/ for the hub's own status LEDs; 'none' for no GPIO.")
     var board: String?
     @Option(help: "Directory with board profiles (default: Boards/ next to the binary or /etc/piconet/boards).")

@@ -3,6 +3,10 @@
 //   piconet-store-tool write-until-killed DB      append one batch per transaction forever,
 //                                                 printing "committed N" after each commit
 //                                                 (the crash test kills it with SIGKILL)
+//   piconet-store-tool record-then-wait DB INTERVAL COMMITS  record as the hub does (virtual clock,
+//                                                 a commit every INTERVAL s), print "committed C
+//                                                 recorded R" once COMMITS commits and most of
+//                                                 another interval are in, then wait to be killed
 //   piconet-store-tool ingest-bench STAGE SECONDS DB  hub ingest on one core (STAGE: parse,
 //                                                 aggregate, store); prints messages/s
 //   piconet-store-tool export-frames SECONDS FILE  the same messages as text, for baselines
@@ -70,9 +74,36 @@ case "write-until-killed":
         }
     }
 
+case "record-then-wait":
+    guard args.count == 5, let interval = Int(args[3]), interval > 0, let commits = Int(args[4]), commits > 0 else {
+        fail("usage: piconet-store-tool record-then-wait DB INTERVAL COMMITS")
+    }
+    let recorder: HistoryRecorder
+    do { recorder = HistoryRecorder(store: try HistoryStore(path: args[2]), commitInterval: .seconds(Int64(interval))) } catch { fail("\(error)") }
+    var w = SimulatedWearable(seed: 1, start: .zero)
+    var b = SampleBatcher(epoch: 1)
+    var now = Instant.zero
+    var done = 0, committed = 0, recorded = 0
+    var lastCommitAt = Instant.zero
+    recorder.flushIfDue(at: now)
+    // Stops 100 ms short of the next commit: everything recorded since the last one is at risk.
+    while done < commits || now + .milliseconds(100) < lastCommitAt + .seconds(Int64(interval)) {
+        now += .milliseconds(100)
+        var batches: [SampleBatch] = []
+        for s in w.samples(upTo: now) { batches += b.add(s, at: now) }
+        for batch in batches { recorder.record(StoredBatch(node: "child", receivedAt: now.nanoseconds, batch: batch)) }
+        recorded += batches.count
+        if let e = recorder.flushIfDue(at: now) { fail("\(e)") }
+        if recorder.written > committed { committed = recorder.written; done += 1; lastCommitAt = now }
+    }
+    writeLine(1, "committed \(committed) recorded \(recorded) last-commit-ns \(lastCommitAt.nanoseconds)")
+    _ = try? FileSystem.read("/dev/stdin", limit: 16)   // until killed (or stdin closes)
+    CurrentProcess.exit(0)
+
 case "ingest-bench":
     // ingest-bench STAGE SECONDS DB: STAGE is parse (frames parsed only), aggregate (parsed +
-    // aggregated) or store (parsed + aggregated + written, one transaction per second of data).
+    // aggregated) or store (parsed + aggregated + written, committed as the hub does: every
+    // `HistoryRecorder.defaultCommitInterval` of data time).
     guard args.count == 5, let seconds = Int(args[3]), ["parse", "aggregate", "store"].contains(args[2]) else {
         fail("usage: piconet-store-tool ingest-bench parse|aggregate|store SECONDS DB")
     }
@@ -86,7 +117,6 @@ case "ingest-bench":
     }
     var hub = Aggregator()
     let start = monotonicNow()
-    var lastFlush = frames.first?.at ?? .zero
     var samples = 0
     for f in frames {
         if stage == "parse" {
@@ -98,10 +128,7 @@ case "ingest-bench":
         if case let .accepted(n, _) = hub.received(m, from: f.node, at: f.at) { samples += n }
         guard let recorder, case let .samples(batch) = m else { continue }
         recorder.record(StoredBatch(node: f.node.rawValue, receivedAt: f.at.nanoseconds, batch: batch))
-        if f.at - lastFlush >= .seconds(1) {
-            lastFlush = f.at
-            if let e = recorder.flush() { fail("\(e)") }
-        }
+        if let e = recorder.flushIfDue(at: f.at) { fail("\(e)") }
     }
     if let e = recorder?.flush() { fail("\(e)") }
     // Timed to the end of the WAL's checkpoint, as the baselines are: what a checkpoint interval

@@ -62,4 +62,39 @@ import Testing
         #expect(recorder.pendingBatches.isEmpty && recorder.written == 1_000)
         #expect(try recorder.store?.counts().batches == 1_000)
     }
+
+    /// Rows are committed once per commit interval (monotonic time, the runtime's tick each
+    /// second), not at every tick: few large commits are what keeps an SD card's writes low.
+    @Test func rowsAreCommittedOncePerIntervalNotPerTick() throws {
+        let recorder = HistoryRecorder(store: try HistoryStore(path: ":memory:"), commitInterval: .seconds(30))
+        var committedAt: [Int] = []
+        for second in 0...95 {
+            recorder.record(Self.row(second))
+            let before = recorder.written
+            #expect(recorder.flushIfDue(at: Instant.zero + .seconds(Int64(second))) == nil)
+            if recorder.written > before { committedAt.append(second) }
+        }
+        #expect(committedAt == [30, 60, 90], "a commit each 30 s, the first interval starting at the first tick")
+        #expect(recorder.written == 91 && recorder.pendingCount == 5, "the last interval's rows still wait")
+        #expect(recorder.flush() == nil)
+        #expect(try recorder.store?.counts().batches == 96, "an orderly stop commits the rest")
+    }
+
+    /// A queue half full (or holding `commitRows`) commits before the interval is up, so a large
+    /// fleet's rows are not dropped for want of a commit.
+    @Test func aHalfFullQueueCommitsBeforeTheInterval() throws {
+        let recorder = HistoryRecorder(store: try HistoryStore(path: ":memory:"), pendingLimit: 100, commitInterval: .seconds(3600))
+        recorder.flushIfDue(at: .zero)
+        for i in 0..<49 { recorder.record(Self.row(i)) }
+        recorder.flushIfDue(at: .zero + .seconds(1))
+        #expect(recorder.written == 0 && recorder.pendingCount == 49)
+        recorder.record(Self.row(49))
+        recorder.flushIfDue(at: .zero + .seconds(2))
+        #expect(recorder.written == 50 && recorder.pendingCount == 0 && recorder.dropped == 0)
+        let large = HistoryRecorder(store: try HistoryStore(path: ":memory:"), commitInterval: .seconds(3600))
+        large.flushIfDue(at: .zero)
+        for i in 0..<HistoryRecorder.commitRows { large.record(Self.row(i)) }
+        large.flushIfDue(at: .zero + .seconds(1))
+        #expect(large.written == HistoryRecorder.commitRows, "a commit's worth of rows does not wait for the interval")
+    }
 }

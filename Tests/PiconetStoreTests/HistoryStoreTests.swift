@@ -1,4 +1,5 @@
 import Foundation
+import GRDB
 import PiconetHub
 import PiconetLoop
 import PiconetSensors
@@ -42,7 +43,7 @@ func someAggregate(node: String, at: Int64) -> StoredAggregate {
 }
 
 @Suite struct HistoryStoreTests {
-    @Test func storesRawBatchesAndAggregatesInWAL() throws {
+    @Test func storesRawBatchesAndAggregatesWithARollbackJournal() throws {
         let dir = try TempDir()
         defer { dir.cleanup() }
         let path = dir.file("history.sqlite")
@@ -51,7 +52,7 @@ func someAggregate(node: String, at: Int64) -> StoredAggregate {
         #expect(agg.stats.bpmMean != nil && agg.stats.rmssd != nil, "the aggregate has real content")
         do {
             let store = try HistoryStore(path: path)
-            #expect(try store.journalMode() == "wal")
+            #expect(try store.journalMode() == "truncate")
             try store.append(batches: batches)
             try store.append(aggregates: [agg])
             store.close()
@@ -244,17 +245,39 @@ func someAggregate(node: String, at: Int64) -> StoredAggregate {
         let store = try HistoryStore(path: path)
         let rows = sampleBatches(count: 200)
         for r in rows { try store.append(batches: [r]) }
-        // Copy the files while the writer still has them open, WAL not checkpointed: exactly
-        // what a crash leaves on disk (the -shm index is rebuilt by the next opener).
+        // Copy the file while the writer still has it open between commits: exactly what a crash
+        // leaves on disk (a rollback journal holds nothing once its commit returned).
         let fm = FileManager.default
         let crash = dir.file("crash.sqlite")
         try fm.copyItem(atPath: path, toPath: crash)
-        #expect(fm.fileExists(atPath: path + "-wal"), "commits are in the WAL")
-        try fm.copyItem(atPath: path + "-wal", toPath: crash + "-wal")
+        #expect(!fm.fileExists(atPath: path + "-wal"), "no WAL: every commit is in the file itself")
         let recovered = try HistoryStore(path: crash)
         #expect(try recovered.counts().batches == 200)
         #expect(try recovered.integrityCheck() == "ok")
         #expect(try recovered.batches(node: "n1").batches == rows)
+        store.close()
+    }
+
+    /// A file an earlier hub left in WAL mode, with commits still in its WAL, opens with every
+    /// row and leaves WAL mode.
+    @Test func aFileInWALModeIsTakenOverWithItsRows() throws {
+        let dir = try TempDir()
+        defer { dir.cleanup() }
+        let path = dir.file("old.sqlite")
+        let rows = sampleBatches(count: 50)
+        let old = try DatabaseQueue(path: path, configuration: { var c = Configuration(); c.journalMode = .wal; return c }())
+        try HistoryStore.migrator.migrate(old)
+        try old.write { db in try db.execute(sql: "PRAGMA wal_autocheckpoint = 0") }
+        let copy = try HistoryStore(path: dir.file("rows.sqlite"))
+        try copy.append(batches: rows)
+        copy.close()
+        try old.write { db in try db.execute(sql: "ATTACH ? AS src; INSERT INTO segment SELECT * FROM src.segment", arguments: [dir.file("rows.sqlite")]) }
+        try old.writeWithoutTransaction { db in try db.execute(sql: "DETACH src") }
+        #expect(FileManager.default.fileExists(atPath: path + "-wal"))
+        try old.close()
+        let store = try HistoryStore(path: path)
+        #expect(try store.journalMode() == "truncate")
+        #expect(try store.batches(node: "n1").batches == rows)
         store.close()
     }
 
@@ -306,5 +329,63 @@ func someAggregate(node: String, at: Int64) -> StoredAggregate {
         let (batches, skipped) = try store.batches(node: "child")
         #expect(skipped == 0)
         #expect(batches.map(\.batch.sequence) == (0..<UInt32(count)).map { $0 }, "no holes, no torn rows")
+    }
+
+    /// A hub killed with SIGKILL loses at most the rows of its last commit interval: a child
+    /// records as the hub does (virtual clock, 5 s interval) until 3 commits and 4.9 s more are
+    /// in, says so and waits; killed then, the file holds exactly the committed rows, sound.
+    @Test(.enabled(if: HistoryStoreTests.toolPath != nil,
+                   "needs the piconet-store-tool binary beside the test bundle (run `swift build` first)"))
+    func aKillLosesAtMostTheLastCommitInterval() throws {
+        let dir = try TempDir()
+        defer { dir.cleanup() }
+        let path = dir.file("killed.sqlite")
+        let child = Process()
+        child.executableURL = URL(fileURLWithPath: HistoryStoreTests.toolPath ?? "/nonexistent")
+        child.arguments = ["record-then-wait", path, "5", "3"]
+        let output = Pipe(), input = Pipe()
+        child.standardOutput = output
+        child.standardInput = input
+        try child.run()
+        var text = ""
+        let handle = output.fileHandleForReading
+        while !text.contains("\n") {
+            let data = handle.availableData
+            if data.isEmpty { break }
+            text += String(decoding: data, as: UTF8.self)
+        }
+        kill(child.processIdentifier, SIGKILL)
+        child.waitUntilExit()
+        try input.fileHandleForWriting.close()
+        #expect(child.terminationReason == .uncaughtSignal, "killed while waiting, not exited")
+        // "committed C recorded R last-commit-ns T"
+        let words = text.split(whereSeparator: { $0 == " " || $0 == "\n" })
+        let numbers = stride(from: 1, to: words.count, by: 2).compactMap { Int(words[$0]) }
+        try #require(numbers.count == 3, "the child's line: \(text)")
+        let (committed, recorded, lastCommit) = (numbers[0], numbers[1], Int64(numbers[2]))
+        #expect(committed > 0 && recorded > committed, "rows were at risk when it died")
+        let store = try HistoryStore(path: path)
+        #expect(try store.integrityCheck() == "ok")
+        let (kept, skipped) = try store.batches(node: "child")
+        #expect(skipped == 0)
+        #expect(kept.count == committed, "every committed row, none after")
+        #expect(kept.map(\.batch.sequence) == (0..<UInt32(kept.count)).map { $0 }, "no holes, no torn rows")
+        #expect(kept.allSatisfy { $0.receivedAt <= lastCommit }, "what was kept was recorded by the last commit")
+        // The child's rows again (same seed): kept are exactly those recorded by the last commit,
+        // lost exactly those of the 4.9 s after it.
+        var w = SimulatedWearable(seed: 1, start: .zero)
+        var b = SampleBatcher(epoch: 1)
+        var times: [Int64] = []
+        var now = Instant.zero
+        while times.count < recorded {
+            now += .milliseconds(100)
+            for s in w.samples(upTo: now) { for _ in b.add(s, at: now) { times.append(now.nanoseconds) } }
+        }
+        #expect(times.count == recorded, "the child stops between ticks")
+        #expect(lastCommit == 15_000_000_000, "three commits of 5 s")
+        #expect(kept.map(\.receivedAt) == times.filter { $0 <= lastCommit })
+        #expect(times.suffix(recorded - committed).allSatisfy { $0 > lastCommit && $0 < lastCommit + 5_000_000_000 },
+                "what was lost is the last interval's rows only")
+        store.close()
     }
 }
