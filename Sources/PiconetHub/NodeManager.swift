@@ -49,7 +49,7 @@ public struct NodeManagerCounters: Equatable, Sendable {
     public var notAdmitted = 0
 }
 
-/// Discovery → invitations over Wi-Fi (issue 25 item 1), as a pure state machine: the hub feeds
+/// Discovery → invitations over Wi-Fi, as a pure state machine: the hub feeds
 /// it discovery records, invitation outcomes, session state changes, answers and the time, and
 /// carries out the actions it returns (`invite`, `cancelInvitation`, `ask`, ...); `nextDeadline`
 /// tells the hub when to call `timerFired` (retries instead of ad hoc scheduled closures).

@@ -178,7 +178,7 @@ public final class HubHTTPAccess: Sendable {
 extension StringProtocol {
     /// Without leading and trailing spaces and tabs. Moves two indices and copies once: the
     /// reversed-twice version built a `String` a `Character` at a time through unspecialized
-    /// generics, a quarter of the http fuzz target's time on long headers (issue 22).
+    /// generics, a quarter of the http fuzz target's time on long headers.
     var trimmingSpaces: String {
         func blank(_ c: Character) -> Bool { c == " " || c == "\t" }
         var start = startIndex, end = endIndex

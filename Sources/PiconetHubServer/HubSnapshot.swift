@@ -124,7 +124,7 @@ public struct NodeStatus: Sendable, Codable, Equatable {
 /// One point of a node's series: time (s since the Unix epoch), bpm, activity.
 ///
 /// 16 bytes, not 40: the hub keeps up to 600 points per node for the live page, so at 500 nodes
-/// the series is the largest table a long-running hub holds (issue 13: 23 KiB per node after ten
+/// the series is the largest table a long-running hub holds (23 KiB per node after ten
 /// minutes as `Double?`s, 9.4 KiB now). bpm and activity (mg) are kept in hundredths as `Int32`
 /// (nil: `Int32.min`): what a chart or a reader of the API can see, a wire bpm (a whole number)
 /// exactly, and any value up to ±21 million. The JSON and Codable shapes are unchanged.

@@ -23,7 +23,7 @@ public final class MachineTimer {
     private let loop: EventLoop
     // The timer's own state is exempt from dynamic exclusivity checks: loop-bound, and every
     // access is a read or a write that ends before anything is called (`onFire` is read, then
-    // run); `follow` runs after every input of its machine, several checks each (issue 13).
+    // run); `follow` runs after every input of its machine, several checks each.
     @exclusivity(unchecked) private var timer: TimerID?
     /// The deadline the timer is armed for; nil when none is.
     @exclusivity(unchecked) public private(set) var deadline: Instant?

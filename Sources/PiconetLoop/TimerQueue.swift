@@ -55,7 +55,7 @@ public struct TimerQueue<Payload> {
 /// A bare `() -> Void` stored in a generic container (the heap's `[Payload]`) is kept at the
 /// container's most general abstraction, so every insert wraps it in a reabstraction thunk: a
 /// heap allocation per scheduled timer (`perf probe` on malloc put one per `schedule` in the
-/// data path's profile, issue 13). Inside a concrete struct the closure keeps its own
+/// data path's profile). Inside a concrete struct the closure keeps its own
 /// representation, and scheduling allocates nothing beyond what the caller's closure itself holds.
 public struct TimerBody {
     public let run: () -> Void

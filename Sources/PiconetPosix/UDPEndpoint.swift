@@ -89,7 +89,7 @@ public final class UDPEndpoint: DatagramEndpoint {
         /// kernel for a single datagram and delivers it before the batch call that finds the queue
         /// empty, as a `recv` loop does: a `recvmmsg` for a whole batch tries the queue again
         /// after the first datagram, and a lone datagram waits for that try (~0.1 us on this
-        /// machine: issue 13). Under load (the last wake-up took more) every call asks for a whole
+        /// machine). Under load (the last wake-up took more) every call asks for a whole
         /// batch. The price: one more call per lone datagram, after its delivery.
         public var deliverLoneDatagramFirst = false
 
@@ -141,7 +141,7 @@ public final class UDPEndpoint: DatagramEndpoint {
     // Sendable), and every access is a read, an increment or a swap that ends before any callback
     // runs (a handler is read, then called; `deliver` swaps its buffer out, calls `onDatagram`,
     // swaps it back), so the check could never fire; yet each was a runtime call with a
-    // thread-local lookup, about ten per message sent and received (callgrind, issue 13).
+    // thread-local lookup, about ten per message sent and received (callgrind).
     public let loop: EpollLoop
     private let socket: OwnedDescriptor
     @exclusivity(unchecked) private var registration: Registration?
@@ -598,7 +598,7 @@ public final class UDPEndpoint: DatagramEndpoint {
     private func deliverDatagrams(inSlot i: Int) {
         let pool = receivePool
         // One walk of the control messages for all three (three walks were ~170 instructions a
-        // datagram), and the drop count taken after the delivery, not before it (issue 13).
+        // datagram), and the drop count taken after the delivery, not before it.
         let control = Self.controlInfo(&pool.headers[i].msg_hdr)
         defer { countKernelDrops(control.drops) }
         guard isReceiveOffloadActive, let segment = control.segmentSize,
@@ -665,7 +665,7 @@ public final class UDPEndpoint: DatagramEndpoint {
             return nil
         }
         // Made whole in one initialiser: built and then filled in, the compiler made a second
-        // Datagram and copied it (retains, releases and outlined copies: issue 13).
+        // Datagram and copied it (retains, releases and outlined copies).
         guard let info else { return Datagram(bytes: [], source: from) }
         return Datagram(bytes: [], source: from, interfaceIndex: info.index,
                         destination: info.destination.endpoint(port: localAddress.port))

@@ -4,7 +4,7 @@ import PiconetSession
 import PiconetWire
 
 /// What a session host is built from: the one recipe `piconet-hub`, `piconet-node`,
-/// `piconet listen` and `piconet send` share (issue 24: four copies before).
+/// `piconet listen` and `piconet send` share (four copies before).
 ///
 /// The binaries differ only in these values: the hub and `send` dial (no `listenPSM`, policy
 /// `declineAll`), the node and `listen` accept; the node binds `--port`, `listen` `--bind`.

@@ -5,7 +5,7 @@ public struct PeerID: Hashable, Comparable, Sendable, CustomStringConvertible {
     public static let length = 16
     // The 16 bytes as two big-endian words, inline: a PeerID is in every event, link and
     // lookup, and as an array each copy was a retain and a release (atomic) and each comparison
-    // a loop over heap bytes (issue 13). Big-endian, so the words compare as the bytes do.
+    // a loop over heap bytes. Big-endian, so the words compare as the bytes do.
     private let high: UInt64
     private let low: UInt64
 

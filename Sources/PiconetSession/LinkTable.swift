@@ -126,8 +126,8 @@ struct LinkTable {
     /// dictionary of values, the getter copied all of it (a retain of every buffer it holds,
     /// as many releases), and every take-out and put-back moved it (a kilobyte `memcpy` each,
     /// several per message). Boxed, a link stays where it is while the hot path works on it
-    /// (`takeBox`, `putBack`: the box leaves and re-enters the table, the link does not move;
-    /// issue 13). `slotOf` finds a link's slot (a `LinkIndexMap`: no SipHash per lookup); a free
+    /// (`takeBox`, `putBack`: the box leaves and re-enters the table, the link does not move).
+    /// `slotOf` finds a link's slot (a `LinkIndexMap`: no SipHash per lookup); a free
     /// slot is nil, listed in `freeSlots`.
     private var slots: [LinkBox?] = []
     private var freeSlots: [Int] = []
@@ -231,7 +231,7 @@ struct LinkTable {
     }
 
     /// The box in slot `s`, moved out (the slot left nil) and unique: a move, where a copy out
-    /// and a nil written over the slot were a retain and a release (atomic) each (issue 13).
+    /// and a nil written over the slot were a retain and a release (atomic) each.
     private mutating func takeUnique(_ s: Int) -> LinkBox? {
         guard var box = slots[s].take() else { return nil }
         if !isKnownUniquelyReferenced(&box) { box = LinkBox(box.link) }
@@ -248,7 +248,7 @@ struct LinkTable {
     /// `takeBox` for the hot paths, which hand the box back within the same call: its slot and
     /// index entry stay reserved (lookups find no link meanwhile, as after `takeBox`), so the
     /// return is one store instead of a removal and a re-insertion in `slotOf` and the free
-    /// list (~330 instructions a message, callgrind: issue 13). The box must come back with
+    /// list (~330 instructions a message, callgrind). The box must come back with
     /// `checkIn`, or its link end (`forget`) with `checkedOutEnded`.
     ///
     /// `deadlineMovesOnlyLater`: the caller's change can only move the link's deadline later (an
@@ -256,7 +256,7 @@ struct LinkTable {
     /// marked touched: its heap entry stays, earlier than or equal to the real deadline, and wakes
     /// `timerFired` early once at most, which then records the real one (the rule of
     /// `LinkDeadlines.lower`). The sender's refresh was ~275 instructions between a message's
-    /// send and its arrival (callgrind, issue 13).
+    /// send and its arrival (callgrind).
     mutating func checkOut(_ index: UInt32, deadlineMovesOnlyLater: Bool = false) -> LinkBox? {
         if !deadlineMovesOnlyLater { touched.append(index) }
         guard let s = slotOf[index] else { return nil }
@@ -339,7 +339,7 @@ struct LinkTable {
     /// handed to `timerFired` early once, touched there, and recorded exactly then.
     mutating func refreshDeadlines(_ deadline: (inout Link) -> Instant?) {
         // A message touches its link three or four times in a row (take, put back, a write):
-        // one lookup and one heap update for the run, not one each (callgrind, issue 13).
+        // one lookup and one heap update for the run, not one each (callgrind).
         var previous: UInt32?
         for k in touched.indices {
             let i = touched[k]
@@ -416,7 +416,7 @@ final class LinkBox {
     // Unchecked: a box is reached either through the table (its subscripts, one access at a
     // time) or taken out of it for one frame, when nothing else can reach it; so two accesses
     // never overlap, and the runtime check was a call with a thread-local lookup per access, on
-    // every message sent and received (callgrind, issue 13).
+    // every message sent and received (callgrind).
     @exclusivity(unchecked) var link: Link
     init(_ link: Link) { self.link = link }
 }

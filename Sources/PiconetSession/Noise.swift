@@ -154,7 +154,7 @@ public struct CipherState: @unchecked Sendable {
 /// A `CipherState`'s key as the record layer's per-frame calls use it: the address of the key's
 /// bytes and no reference, so taking it out of a cipher held in a table retains nothing (through
 /// the cipher, every seal and open retained and released its key: two atomic operations a
-/// frame, issue 13). Valid only while the `CipherState` it came from holds that key: taken and
+/// frame). Valid only while the `CipherState` it came from holds that key: taken and
 /// used within one call, never stored.
 struct FrameKey {
     let bytes: UnsafePointer<UInt8>

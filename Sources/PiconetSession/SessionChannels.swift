@@ -63,7 +63,7 @@ extension SessionMachine {
     ///
     /// The link's box is taken out of the table for the frame and put back: the link itself
     /// stays where it is (a copy retained and released every buffer it holds, a move was a
-    /// kilobyte `memcpy`, each per message: issue 13).
+    /// kilobyte `memcpy`, each per message).
     mutating func handleSealed(_ f: LocatedSealedFrame, in datagram: [UInt8], from address: EndpointAddress, path: Int,
                                now: Instant) {
         let index = f.receiverIndex
@@ -116,7 +116,7 @@ extension SessionMachine {
             l.handshake.confirmed = true
             // The peer has our last handshake message and we have its keys: nothing resends or
             // compares the handshake frames from now on (a late copy of the first message is
-            // dropped either way), so a link does not hold them for its whole life (issue 13).
+            // dropped either way), so a link does not hold them for its whole life.
             if l.phase != .handshaking {
                 l.handshake.frame = nil
                 l.handshake.initiation = []

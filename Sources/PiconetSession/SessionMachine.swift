@@ -43,7 +43,7 @@ public struct SessionMachine {
     public let identity: PeerIdentity
     public let configuration: SessionConfiguration
     /// The three durations a link's deadline depends on, out of `configuration` (copying the
-    /// whole configuration to refresh a deadline retained each of its arrays: issue 13).
+    /// whole configuration to refresh a deadline retained each of its arrays).
     let timeouts: LinkTimeouts
     /// Random per process start; tells a resuming peer from a restarted one.
     public let instance: UInt64
@@ -434,7 +434,7 @@ public struct SessionMachine {
 
     /// The call's actions, the touched links' deadlines left for later: a received datagram's
     /// event reaches the driver before that bookkeeping, not after it (it was ~300 instructions
-    /// between the datagram and its delivery: issue 13). Recorded by `deadlineToArm()` (the
+    /// between the datagram and its delivery). Recorded by `deadlineToArm()` (the
     /// driver's next read), by the next input, or first thing in `timerFired`; `nextDeadline`
     /// counts touched links meanwhile, so nothing reads a stale deadline.
     mutating func takeDeferringDeadlines() -> [SessionAction] {
@@ -452,7 +452,7 @@ public struct SessionMachine {
     /// Reports each peer whose derived state changed, exactly once per change.
     mutating func reconcile() {
         // Most inputs change no peer's state: sorting the empty set ran generic code (~270
-        // instructions per datagram: callgrind, issue 13).
+        // instructions per datagram: callgrind).
         guard !dirty.isEmpty else { return }
         for p in dirty.sorted() {
             let s = derivedState(p)

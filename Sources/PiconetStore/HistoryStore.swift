@@ -184,7 +184,7 @@ public final class HistoryStore {
                 """)
         }
         if last == "v1" { return m }
-        // v2 (issue 13): a row per node-second of batches instead of a row per batch
+        // v2: a row per node-second of batches instead of a row per batch
         // (`HistorySegment`). Each v1 row moves as a one-batch segment, its payload bytes as
         // they are (a damaged one stays countable as skipped), in its old order.
         m.registerMigration("v2-segments") { db in
@@ -223,7 +223,7 @@ public final class HistoryStore {
             try db.execute(sql: "DROP TABLE batch")
         }
         if last == "v2-segments" { return m }
-        // v3 (issue 13): one index, time first. A per-node index took each commit's row of every
+        // v3: one index, time first. A per-node index took each commit's row of every
         // node into a different leaf: 9-10 of the 17 pages a commit wrote to the WAL at 10 nodes
         // (more with more nodes). The hub only ever appends; a query by node reads the time range
         // in this index and keeps the node's entries without touching the table for the others.

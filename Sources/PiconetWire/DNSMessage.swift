@@ -12,7 +12,7 @@ public struct DNSMessage: Hashable, Sendable {
     public static let maximumRecords = 512
     /// Labels the names of one message may expand to, compression pointers followed. Parsing
     /// allocates each label, and a 2-byte pointer can stand for a 127-label name: without a cap
-    /// a 4 KB packet of pointers expands to up to 68,000 labels (megabytes, seconds under ASan: issue 22,
+    /// a 4 KB packet of pointers expands to up to 68,000 labels (megabytes, seconds under ASan,
     /// found by the dns fuzz target). Real packets stay far below: 512 records of two 5-label
     /// names are 5,120.
     public static let maximumExpandedLabels = 8192

@@ -42,7 +42,7 @@ public struct FrameHeader: WireCodable, Equatable, Sendable {
 
     public func encode(into w: inout ByteWriter) {
         // version, type, flags, reserved 0: one little-endian word (four one-byte writes were
-        // most of the header's cost, each checking room and uniqueness: issue 13).
+        // most of the header's cost, each checking room and uniqueness).
         w.writeUInt32(UInt32(version) | UInt32(type.rawValue) << 8 | UInt32(flags) << 16)
         w.writeUInt16(payloadLength)
     }
@@ -77,7 +77,7 @@ public struct FrameType: RawRepresentable, Hashable, Sendable, CustomStringConve
     public static let group = FrameType(0x50)
 
     /// The types above. A switch, not a `Set`: every received frame is checked, and a set lookup
-    /// hashed the byte with SipHash behind a lazy global's once-check (~80 instructions a frame, issue 13).
+    /// hashed the byte with SipHash behind a lazy global's once-check (~80 instructions a frame).
     static func isKnown(_ v: UInt8) -> Bool {
         switch v {
         case 0x01...0x08, 0x20, 0x21, 0x40, 0x50: return true

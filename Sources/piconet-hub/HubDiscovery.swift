@@ -7,7 +7,7 @@ import PiconetRuntime
 import PiconetSession
 import PiconetWire
 
-/// Discovery → invitations over Wi-Fi (issue 25 item 1): the decisions (which record to invite,
+/// Discovery → invitations over Wi-Fi: the decisions (which record to invite,
 /// binding each invitation to the claimed peer, probes, cooldowns, retries, `--invite ask`,
 /// pruning) are `HubNodeManager`'s, a pure machine with virtual-clock tests; this file feeds it
 /// the hub's events and carries out its actions. Nodes gone longer than `forgetAfter` are

@@ -131,7 +131,7 @@ import Testing
         #expect(b.services.isEmpty, "PTRs without SRV are not services")
     }
 
-    // MARK: issue 25 item 7: spoofed records cannot fill the tables for good
+    // MARK: spoofed records cannot fill the tables for good
 
     /// The old browser kept a record with TTL 2³²−1 for 136 years.
     @Test func ttlsAreCappedAt75Minutes() throws {

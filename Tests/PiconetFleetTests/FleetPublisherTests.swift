@@ -2,7 +2,7 @@ import PiconetFleet
 import PiconetWire
 import Testing
 
-/// Issue 23: the MQTT export's payloads (golden), per-topic sequence numbers and Home Assistant discovery.
+/// The MQTT export's payloads (golden), per-topic sequence numbers and Home Assistant discovery.
 @Suite struct FleetPublisherTests {
     static let node = "0123456789abcdef0123456789abcdef"
 
@@ -105,7 +105,7 @@ import Testing
     }
 }
 
-/// Issue 23 item 6: remote commands are only the local ones, parsed strictly.
+/// Remote commands are only the local ones, parsed strictly.
 @Suite struct FleetCommandTests {
     @Test func answerIsTheOnlyCommand() {
         let id = "00112233445566778899aabbccddeeff"

@@ -4,7 +4,7 @@ import PiconetLoop
 import PiconetPosix
 import Testing
 
-/// Issue 23: MQTTClient (libmosquitto on the epoll loop) against a real Mosquitto broker on
+/// MQTTClient (libmosquitto on the epoll loop) against a real Mosquitto broker on
 /// loopback, started here with its own config. Skipped, with the reason, where Debian's
 /// `mosquitto` is not installed.
 @Suite(.serialized) struct MQTTClientTests {

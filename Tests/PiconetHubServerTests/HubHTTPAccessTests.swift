@@ -5,7 +5,7 @@ import HummingbirdTesting
 @testable import PiconetHubServer
 import Testing
 
-/// Issue 25 item 11: Host validation (DNS rebinding) and the token.
+/// Host validation (DNS rebinding) and the token.
 /// The router test framework always sets the authority to "localhost"; a Host field carries the name under test.
 let hostField = HTTPField.Name("Host")!
 

@@ -3,7 +3,7 @@ import Foundation
 import PiconetWire
 import Testing
 
-/// Issue 24, one JSON path: the hub's snapshot is written with PiconetWire.JSON (HTTP API, live
+/// One JSON path: the hub's snapshot is written with PiconetWire.JSON (HTTP API, live
 /// page, events, `piconet-hub --json`) in the shape Foundation's JSONEncoder gave it before:
 /// the Codable types still read it back unchanged, keys sorted, nil values left out.
 @Suite struct HubSnapshotJSONTests {
@@ -17,8 +17,8 @@ import Testing
                            lastSeen: 1_732_500_000.125, profile: "workout", board: "pi4b",
                            series: [SeriesPoint(t: 1_732_499_999, bpm: 70, activity: nil), SeriesPoint(t: 1_732_500_000, bpm: nil, activity: 3)])
         var located = a
-        located.sensorLocation = "chest"   // a real strap's Body Sensor Location (issue 16)
-        // Issue 22: the reliable summaries checked end to end, per incarnation.
+        located.sensorLocation = "chest"   // a real strap's Body Sensor Location
+        // The reliable summaries checked end to end, per incarnation.
         located.reliable = ReliableDeliveryStatus(
             incarnations: 2, received: 30, acknowledged: 28, abandoned: 1, gaps: 1, failed: 0, stale: 1,
             recent: [ReliableIncarnationStatus(epoch: 4711, first: 1, highest: 12, contiguous: 12, received: 12, acknowledged: 11,

@@ -4,7 +4,7 @@ import HummingbirdTesting
 @testable import PiconetHubServer
 import Testing
 
-/// Issue 28 item 9: nodes in one stable order everywhere, with the profile and board shown.
+/// Nodes in one stable order everywhere, with the profile and board shown.
 @Suite struct NodeOrderTests {
     func node(_ id: String, _ name: String, profile: String? = nil, board: String? = nil) -> NodeStatus {
         NodeStatus(id: id, name: name, state: "connected", profile: profile, board: board)

@@ -38,7 +38,7 @@ func sampleSnapshot(nodes: Int = 2, messages: UInt64 = 42) -> HubSnapshot {
         }
     }
 
-    /// Issue 22 (floods): every drop counter is visible at /api/stats, with the HTTP refusals.
+    /// floods: every drop counter is visible at /api/stats, with the HTTP refusals.
     @Test func statsEndpointShowsDropCountersAndHTTPRefusals() async throws {
         let feed = HubFeed()
         var snap = sampleSnapshot()

@@ -2,7 +2,7 @@ import Foundation
 import PiconetHubServer
 import Testing
 
-/// The hub's per-node series (issue 13, RSS per node): 600 points must not sit in 1,024 slots.
+/// The hub's per-node series (RSS per node): 600 points must not sit in 1,024 slots.
 @Suite struct SeriesCapacityTests {
     /// Runs the hub's pattern: each second the published snapshot shares the array, then one point is appended.
     static func run(seconds: Int, limit: Int, _ body: (inout [SeriesPoint], SeriesPoint) -> Void) -> [SeriesPoint] {

@@ -4,7 +4,7 @@ import Testing
 
 private func ms(_ n: Int64) -> Instant { Instant(nanoseconds: n * 1_000_000) }
 
-/// The button answers only the invitation it was shown for (issue 25, item 5).
+/// The button answers only the invitation it was shown for .
 @Suite struct ButtonConsentTests {
     typealias Consent = ButtonConsent<String>
 

@@ -73,7 +73,7 @@ import Testing
         }
     }
 
-    /// Issue 22 (sanitizers): readdir's names were read by copying the whole 256-byte `d_name`,
+    /// sanitizers: readdir's names were read by copying the whole 256-byte `d_name`,
     /// past the end of a short last record (an ASan heap-buffer-overflow). Names of every length
     /// 1...255 in one directory come back exactly; the sanitizers stage runs this under ASan.
     @Test func directoryEntriesOfEveryNameLengthReadBackExactly() throws {

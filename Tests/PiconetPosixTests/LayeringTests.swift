@@ -1,7 +1,7 @@
 import PiconetPosix
 import Testing
 
-/// Issue 24: libc is called from the syscall layer (Sources/PiconetPosix/System/) only.
+/// Libc is called from the syscall layer (Sources/PiconetPosix/System/) only.
 ///
 /// Scans every Swift file under Sources/ and fails on `import Glibc` / `import Foundation`
 /// (or FoundationEssentials, Musl) outside the places listed here with their reason, and on

@@ -3,7 +3,7 @@ import PiconetPosix
 import Testing
 
 /// Key files and trust stores: where and how they are written must not be decided by
-/// whatever already sits in the directory (issue 25, item 12).
+/// whatever already sits in the directory .
 @Suite struct SecretFileTests {
     /// A fresh private directory for one test; removed with everything in it by `cleanUp`.
     private func makeDirectory() throws -> String {

@@ -4,7 +4,7 @@ import Testing
 
 import PiconetPosix
 
-/// Issue 25 item 8: link indices and instance numbers come from the kernel, through the funnel.
+/// Link indices and instance numbers come from the kernel, through the funnel.
 @Suite struct SecureRandomTests {
     @Test func twoGeneratorsNeverAgreeAndEachValueIsFresh() throws {
         var a = try SecureRandom()

@@ -4,7 +4,7 @@ import PiconetRuntime
 import PiconetSession
 import Testing
 
-/// Issue 22 (hardening), secrets review: one test per finding. Identity keys and trust stores
+/// hardening: secrets review: one test per finding. Identity keys and trust stores
 /// live in 0600 files and a group- or world-readable one is refused with a line saying what to
 /// run; key material never appears in text a person or a log sees; the arrays that carry a
 /// private key to and from its file are wiped.

@@ -6,8 +6,8 @@ import PiconetSession
 import PiconetWire
 import Testing
 
-/// Issue 24: one `SessionHost` recipe for hub, node, `listen` and `send`; one parser each for
-/// `--encryption` and `--accept`; issue 28: exit statuses and channel events in words.
+/// One `SessionHost` recipe for hub, node, `listen` and `send`; one parser each for
+/// `--encryption` and `--accept`; Exit statuses and channel events in words.
 @Suite struct SessionHostTests {
     @Test func encryptionOptionHasOneParser() {
         #expect(EncryptionPreference(option: "required") == .required)

@@ -3,7 +3,7 @@ import PiconetRuntime
 import PiconetSession
 import Testing
 
-/// Issue 25 item 8: a process's session is seeded by the kernel, not by `--seed` or the clock.
+/// A process's session is seeded by the kernel, not by `--seed` or the clock.
 @Suite struct SessionRandomnessTests {
     @Test func twoSessionsStartedAlikeGetDifferentInstances() throws {
         // What piconet-node did with `--seed 7` twice (the wearable's seed fed the session):

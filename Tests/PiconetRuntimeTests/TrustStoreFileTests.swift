@@ -2,7 +2,7 @@ import PiconetRuntime
 import PiconetSession
 import Testing
 
-/// The trusted keys on disk (issue 25, item 2): keyed by peer ID, names only hints; the old
+/// The trusted keys on disk: keyed by peer ID, names only hints; the old
 /// name-keyed format is read only when it is unambiguous.
 @Suite struct TrustStoreFileTests {
     let hub = PeerID(hex: "00112233445566778899aabbccddeeff")!

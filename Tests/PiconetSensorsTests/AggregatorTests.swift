@@ -293,7 +293,7 @@ func t(_ seconds: Double) -> Instant { Instant(nanoseconds: Int64(seconds * 1e9)
         #expect(after == before, "nothing another node sent changed this node")
     }
 
-    /// Issue 22 (fuzz profile): a known node's frames go through one in-place access of its
+    /// fuzz profile: a known node's frames go through one in-place access of its
     /// state (`withNode`); each malformed frame is counted once on that node, each admitted one
     /// takes one token, and a stranger's garbage is counted hub-wide without creating a node.
     @Test func aKnownNodesMalformedFramesAreCountedOnceEachOnThatNode() throws {
@@ -327,7 +327,7 @@ func t(_ seconds: Double) -> Instant { Instant(nanoseconds: Int64(seconds * 1e9)
         #expect(after.counters.malformed == 130)
     }
 
-    /// Issue 25 item 7: 64 strangers that came and went held every node slot for good.
+    /// 64 strangers that came and went held every node slot for good.
     @Test func nodesGoneLongerThanTheGraceAreForgottenAndFreeTheirSlots() throws {
         var hub = Aggregator()   // 64 slots
         let start = t(100)

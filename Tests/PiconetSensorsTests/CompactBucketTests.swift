@@ -3,7 +3,7 @@ import PiconetLoop
 import PiconetSensors
 import Testing
 
-/// The aggregator's 60-second ring in compact `SecondBucket`s (issue 13): half the bytes of a
+/// The aggregator's 60-second ring in compact `SecondBucket`s: half the bytes of a
 /// wide `Bucket`, the integer statistics exact, the Float ones within display precision, and
 /// counts that saturate instead of trapping or wrapping.
 @Suite struct CompactBucketTests {

@@ -5,7 +5,7 @@ import Testing
 @testable import PiconetSession
 
 /// Several state machines at fixed addresses, datagrams carried by hand until all are quiet.
-/// Models the hub case of issue 25: a discovery record claims a peer ID at some address,
+/// Models the hub case of A discovery record claims a peer ID at some address,
 /// and whoever listens there answers with its own key.
 struct MachineNet {
     var machines: [EndpointAddress: SessionMachine] = [:]

@@ -5,8 +5,7 @@ import Testing
 
 @testable import PiconetSession
 
-/// A link gives back its handshake frames once the peer has proved it holds the keys (issue 13:
-/// a hub holds one link per node for hours; the frames were kept for the link's whole life).
+/// A link gives back its handshake frames once the peer has proved it holds the keys (a hub holds one link per node for hours; the frames were kept for the link's whole life).
 @Suite struct HandshakeReleaseTests {
     static func link(_ m: SessionMachine, _ peer: PeerID) throws -> Link {
         let index = try #require(m.table.linkIndex(of: peer))
@@ -42,7 +41,7 @@ import Testing
     }
 }
 
-/// The link table keeps each link in a box (issue 13: the hot path works on a link where it
+/// The link table keeps each link in a box (the hot path works on a link where it
 /// lies); a `SessionMachine` is still a value: a copy changed afterwards leaves the original alone.
 @Suite struct LinkTableValueTests {
     @Test func aCopiedMachineSendsWithoutChangingTheOriginal() throws {

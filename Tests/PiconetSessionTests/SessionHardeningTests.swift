@@ -20,7 +20,7 @@ func stage(_ bytes: [UInt8]) -> HandshakeFrame.Stage? {
     (try? HandshakeFrame(decoding: bytes))?.stage
 }
 
-/// Issue 25 item 3: what an admitted peer (or anyone) can make a session hold.
+/// What an admitted peer (or anyone) can make a session hold.
 @Suite struct ReceiveBoundsTests {
     @Test func aDatagramLargerThanTheSessionsDatagramSizeIsRefusedAndCounted() throws {
         var p = MachinePair()
@@ -127,7 +127,7 @@ func stage(_ bytes: [UInt8]) -> HandshakeFrame.Stage? {
     }
 }
 
-/// Issue 25 item 4: first-message floods from spoofed addresses, and the decision wait.
+/// First-message floods from spoofed addresses, and the decision wait.
 @Suite struct HandshakeFloodTests {
     @Test func oneSourceSpendsItsOwnBudgetNotEveryonesAndThenGetsCookies() throws {
         var b = SessionMachine(identity: PeerIdentity(displayName: "b"), configuration: SessionConfiguration(policy: .acceptAll), seed: 2)
@@ -307,7 +307,7 @@ func stage(_ bytes: [UInt8]) -> HandshakeFrame.Stage? {
     }
 }
 
-/// Issue 25 item 9: encryption `none` is readable but not forgeable.
+/// Encryption `none` is readable but not forgeable.
 @Suite struct UnencryptedAuthenticationTests {
     static func pair() throws -> MachinePair {
         var p = MachinePair()

@@ -3,7 +3,7 @@ import Testing
 
 @testable import PiconetSession
 
-/// Trust on first use is keyed by the key, never by the name an inviter chooses (issue 25, item 2).
+/// Trust on first use is keyed by the key, never by the name an inviter chooses .
 @Suite struct TrustStoreTests {
     private func peer() -> PeerID { PeerID(publicKey: NoiseKeyPair().publicKey) }
 

@@ -5,7 +5,7 @@ import PiconetStore
 import Testing
 
 /// The recorder's queue while rows wait for a flush (a store that is slow or failing): bounded,
-/// oldest dropped and counted, in order; a full queue drops in O(1) (issue 13: `removeFirst`
+/// oldest dropped and counted, in order; a full queue drops in O(1) (`removeFirst`
 /// moved the whole queue per row). Without a database (`--db off`) nothing is queued at all.
 @Suite struct HistoryRecorderQueueTests {
     /// A recorder over an in-memory store that is never flushed: only the queue is exercised.

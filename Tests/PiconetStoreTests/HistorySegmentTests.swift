@@ -6,7 +6,7 @@ import PiconetSensors
 import PiconetWire
 import Testing
 
-/// The history's row per node-second (`HistorySegment`, issue 13): how batches are grouped, the
+/// The history's row per node-second (`HistorySegment`): how batches are grouped, the
 /// payload's bytes, and that reading back gives exactly what a row per batch gave.
 @Suite struct HistorySegmentTests {
     static let t0: Int64 = 1_700_000_000_000_000_000
@@ -151,7 +151,7 @@ import Testing
         #expect(try store.nodes() == ["new", "old"])
     }
 
-    /// v3: one index, time first, instead of a per-node one and a time one (issue 13: each
+    /// v3: one index, time first, instead of a per-node one and a time one (each
     /// commit's row of every node went to a different leaf of the per-node index). A v2 file keeps
     /// its segments, loses both old indexes, and a query by node runs on the new one.
     @Test func aVersion2FileGetsTheTimeFirstIndex() throws {

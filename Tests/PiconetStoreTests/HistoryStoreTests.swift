@@ -124,7 +124,7 @@ func someAggregate(node: String, at: Int64) -> StoredAggregate {
         #expect(throws: StoreError.self) { _ = try HistoryStore(path: "/proc/piconet-history.sqlite") }
         let recorder = HistoryRecorder(path: "/proc/piconet-history.sqlite")
         guard case .memoryOnly(let e) = recorder.mode else { Issue.record("recorder did not fall back: \(recorder.mode)"); return }
-        // Nothing could ever write a queued row: it is counted as not recorded, not kept (issue 13).
+        // Nothing could ever write a queued row: it is counted as not recorded, not kept.
         recorder.record(StoredBatch(node: "n", receivedAt: 1, batch: SampleBatch(sequence: 1, epoch: 1, sentAt: .zero, samples: [])))
         #expect(recorder.pendingBatches.isEmpty && recorder.notRecorded == 1)
         #expect(recorder.statusLine.contains("NOT RECORDED"), "\(e)")

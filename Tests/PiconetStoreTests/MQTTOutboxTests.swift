@@ -2,7 +2,7 @@ import Foundation
 import PiconetStore
 import Testing
 
-/// Issue 23: the MQTT export's durable outbox (bounded, ordered, survives a crash).
+/// The MQTT export's durable outbox (bounded, ordered, survives a crash).
 @Suite struct MQTTOutboxTests {
     static func message(_ topic: String, _ seq: UInt64, _ priority: OutboxMessage.Priority = .sample) -> OutboxMessage {
         OutboxMessage(topic: topic, payload: Array(#"{"seq":\#(seq)}"#.utf8), retain: priority == .state, priority: priority, sequence: seq)

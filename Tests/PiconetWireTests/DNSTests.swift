@@ -113,7 +113,7 @@ enum DNSFixtures {
         #expect(max.wireLength == 255)
     }
 
-    /// The dns fuzz target's slow input (issue 22), rebuilt: a 127-label name once, then
+    /// The dns fuzz target's slow input, rebuilt: a 127-label name once, then
     /// records whose owner and PTR target are 2-byte pointers into it. Each pointer stood for
     /// up to 127 labels, each allocated: 267 records in 4 KB expanded to tens of thousands of
     /// labels (seconds per packet under ASan, megabytes on a node). The names of one message

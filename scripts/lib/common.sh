@@ -123,7 +123,7 @@ embedded_node() {
   # The kernel maps a binary's pages in 64 KiB windows around each page a process touches, and
   # start-up touches code everywhere: unordered, the whole 1.4 MiB of code is resident in an
   # idle node; ordered, about 0.85 MiB (read from storage as on a board), which is what keeps the
-  # idle node well inside its 3 MiB budget (issue 29).
+  # idle node well inside its 3 MiB budget.
   local args=(-c release --package-path "$PICONET_ROOT" --scratch-path "$scratch" -Xswiftc -Osize
               -Xlinker "--symbol-ordering-file=$PICONET_ROOT/scripts/lib/node-hot-symbols.txt"
               -Xlinker --no-warn-symbol-ordering -Xlinker "-Map=$scratch/piconet-node.map")
