@@ -52,7 +52,7 @@ public enum HumanWords {
         case let .lost(x): (kind, s) = ("lost", x)
         }
         return "\(kind) \"\(TerminalText.escaped(s.name))\" \(s.service) host \(TerminalText.escaped(s.host)) port \(s.port) "
-            + "addresses \(s.addresses.map(\.description).joined(separator: ",")) info \(TerminalText.escaped(s.info.description))"
+            + "addresses \(s.addresses.map { $0.description }.joined(separator: ",")) info \(TerminalText.escaped(s.info.description))"
     }
 
     /// One line for a peer with routes (`browse --transport bluetooth|any`):
@@ -72,7 +72,7 @@ public enum HumanWords {
     static func route(_ r: PeerRoute) -> String {
         switch r {
         case let .wifi(s):
-            return "wifi \(s.addresses.map(\.description).joined(separator: ",")) port \(s.port)"
+            return "wifi \(s.addresses.map { $0.description }.joined(separator: ",")) port \(s.port)"
         case let .bluetooth(p):
             return "bluetooth \(BluetoothPeer.addressText(p.address)) psm \(p.psm) rssi \(p.rssi.map { "\($0) dBm" } ?? "unknown")"
         }
