@@ -9,7 +9,7 @@ import Synchronization
 public final class HubConnectionLimit: Sendable {
     /// The cap when the configuration gives none: a few live pages, scrapers and API clients,
     /// far below the descriptor limit.
-    public static let defaultMaximum = 64
+    public static let defaultMaximum = 256
 
     public let maximum: Int
     private let state = Mutex<(open: Int, refused: Int)>((0, 0))

@@ -42,7 +42,7 @@ struct HubCommand: ParsableCommand {
     var encryption: String?
     @Option(help: "HTTP address for the API, live page and metrics ('off' to disable).")
     var http: String?
-    @Option(parsing: .unconditional, help: "HTTP connections held at once, 1-4096 (default 64); one more is closed on arrival and counted in /metrics.")
+    @Option(parsing: .unconditional, help: "HTTP connections held at once, 1-4096 (default 256); one more is closed on arrival and counted in /metrics.")
     var httpMaxConnections: Int?
     @Option(help: "SQLite history file; 'off' keeps no history (live windows only; rows are counted as not recorded). A file that cannot be opened stops the hub.")
     var db: String?

@@ -78,8 +78,8 @@ import Testing
         }
     }
 
-    @Test func theCapIsAtLeastOneAndDefaultsTo64() {
-        #expect(HubConnectionLimit().maximum == 64)
+    @Test func theCapIsAtLeastOneAndDefaultsTo256() {
+        #expect(HubConnectionLimit().maximum == 256)
         #expect(HubConnectionLimit(maximum: 0).maximum == 1)
         let l = HubConnectionLimit(maximum: 2)
         #expect(l.admit() && l.admit())
