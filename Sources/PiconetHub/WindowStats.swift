@@ -170,7 +170,7 @@ extension Bucket {
 }
 
 /// One second of one node in the 60-slot ring: the same sums as `Bucket` in 112 bytes instead
-/// of 216 (the ring was 13 KiB of the aggregator's 19 KiB per node). The session
+/// of 216 (the ring is most of the aggregator's memory per node). The session
 /// totals stay a wide `Bucket`; only these short-lived seconds are compact.
 ///
 /// Why the narrow types hold:

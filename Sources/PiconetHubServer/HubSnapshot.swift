@@ -124,8 +124,8 @@ public struct NodeStatus: Sendable, Codable, Equatable {
 /// One point of a node's series: time (s since the Unix epoch), bpm, activity.
 ///
 /// 16 bytes, not 40: the hub keeps up to 600 points per node for the live page, so at 500 nodes
-/// the series is the largest table a long-running hub holds (23 KiB per node after ten
-/// minutes as `Double?`s, 9.4 KiB now). bpm and activity (mg) are kept in hundredths as `Int32`
+/// the series is the largest table a long-running hub holds (`Double?`s took over twice the
+/// room). bpm and activity (mg) are kept in hundredths as `Int32`
 /// (nil: `Int32.min`): what a chart or a reader of the API can see, a wire bpm (a whole number)
 /// exactly, and any value up to ±21 million. The JSON and Codable shapes are unchanged.
 public struct SeriesPoint: Sendable, Codable, Equatable {
@@ -178,7 +178,7 @@ public struct SeriesPoint: Sendable, Codable, Equatable {
     ///
     /// Why: the hub keeps a series per node and publishes it in every snapshot, so the array is
     /// shared and each second's append copies it; a plain `append` doubles the capacity on the
-    /// way (600 points sat in 1,024 slots of 40 B: 40 KiB per node, 20 MiB at 500 nodes). Here
+    /// way (600 points sat in 1,024 slots). Here
     /// growth stops at `limit`, and at the limit the window moves in a fresh array of exactly
     /// `limit` (that copy happened anyway: the snapshot shares the old one).
     public static func append(_ point: SeriesPoint, to points: inout [SeriesPoint], limit: Int) {

@@ -66,8 +66,7 @@ final class DatagramBatch {
     private var slotsToArm: Int
 
     /// Arms the first `count` slots for `recvmmsg`, writing only those not armed since the kernel
-    /// last wrote their lengths and flags: a lone datagram re-arms one slot, not all 32 (a few
-    /// hundred instructions per datagram, callgrind).
+    /// last wrote their lengths and flags: a lone datagram re-arms one slot, not all 32.
     func prepareForReceive(_ count: Int) {
         let armed = min(slotsToArm, count, capacity)
         if slotsToArm <= count { slotsToArm = 0 }   // else the slots past `count` still wait their turn

@@ -54,7 +54,7 @@ public struct Registration: Hashable, Sendable {
 /// - Timers live in PiconetLoop's `TimerQueue`. The loop sleeps in `epoll_pwait2` with the
 ///   earliest deadline as its nanosecond timeout (none: forever), so a turn that sent a datagram
 ///   and finds the reply ready costs no timer syscall at all: re-arming a timerfd between the
-///   send and the wait added 2-3 µs at p50 and 12 µs at p99 to a one-way message here.
+///   send and the wait added to every one-way message's latency (docs/performance.md).
 ///   Where `epoll_pwait2` is missing (Linux < 5.11, ENOSYS; some emulators) one timerfd is armed
 ///   (absolute CLOCK_MONOTONIC) to the earliest deadline, re-armed only when it changes, and
 ///   `epoll_wait` blocks with no timeout. Either way, with nothing due the thread sleeps in the
@@ -108,7 +108,7 @@ public final class EpollLoop: EventLoop {
     // one thread (not Sendable), and no access to these spans a callback (a timer is popped
     // before its body runs, a handler is called on a copy of its entry), so the check could
     // never fire; yet each was a runtime call with a thread-local lookup, done cold on every
-    // wake-up, the first Swift code after the sleep (`perf`: 2-3 % of a one-way message).
+    // wake-up, the first Swift code after the sleep.
     @exclusivity(unchecked) private var entries = EntryTable()
     private var nextID: UInt32 = 1
     @exclusivity(unchecked) private var timers = TimerQueue<TimerBody>()

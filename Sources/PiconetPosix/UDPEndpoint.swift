@@ -88,8 +88,7 @@ public final class UDPEndpoint: DatagramEndpoint {
         /// After a quiet wake-up (it took at most one datagram), the next one first asks the
         /// kernel for a single datagram and delivers it before the batch call that finds the queue
         /// empty, as a `recv` loop does: a `recvmmsg` for a whole batch tries the queue again
-        /// after the first datagram, and a lone datagram waits for that try (~0.1 us on this
-        /// machine). Under load (the last wake-up took more) every call asks for a whole
+        /// after the first datagram, and a lone datagram waits for that try. Under load (the last wake-up took more) every call asks for a whole
         /// batch. The price: one more call per lone datagram, after its delivery.
         public var deliverLoneDatagramFirst = false
 
@@ -141,7 +140,7 @@ public final class UDPEndpoint: DatagramEndpoint {
     // Sendable), and every access is a read, an increment or a swap that ends before any callback
     // runs (a handler is read, then called; `deliver` swaps its buffer out, calls `onDatagram`,
     // swaps it back), so the check could never fire; yet each was a runtime call with a
-    // thread-local lookup, about ten per message sent and received (callgrind).
+    // thread-local lookup, about ten per message sent and received.
     public let loop: EpollLoop
     private let socket: OwnedDescriptor
     @exclusivity(unchecked) private var registration: Registration?
@@ -597,8 +596,7 @@ public final class UDPEndpoint: DatagramEndpoint {
     /// GRO buffer holds (cut at the UDP_GRO size; the last may be shorter), in order.
     private func deliverDatagrams(inSlot i: Int) {
         let pool = receivePool
-        // One walk of the control messages for all three (three walks were ~170 instructions a
-        // datagram), and the drop count taken after the delivery, not before it.
+        // One walk of the control messages for all three, not three walks, and the drop count taken after the delivery, not before it.
         let control = Self.controlInfo(&pool.headers[i].msg_hdr)
         defer { countKernelDrops(control.drops) }
         guard isReceiveOffloadActive, let segment = control.segmentSize,

@@ -126,7 +126,7 @@ public final class UDPSessionHost {
     /// entry; UDP_GRO buffers split back into datagrams; a lone datagram after a quiet spell
     /// delivered before the call that finds the queue empty. No IP_PKTINFO: a session answers the
     /// address a datagram came from and never reads where it arrived (`InterfaceBoundary` turns it
-    /// back on to filter by interface); asking for it cost each datagram ~0.1 us in the kernel.
+    /// back on to filter by interface), and asking for it costs the kernel work per datagram.
     public static var socketOptions: UDPEndpoint.Options {
         var options = UDPEndpoint.Options(receivePacketInfo: false)
         options.receiveBufferSize = 1 << 20

@@ -41,7 +41,7 @@ struct LinkDeadlines {
     /// link then comes due early, once, and its real deadline is recorded after that. A session
     /// link's deadline moves later with nearly every frame (keep-alive from the last frame sent,
     /// lost from the last heard), and re-sifting it each time was most of the deadline work per
-    /// message (callgrind); this is one early `popDue` per moved deadline instead. For
+    /// message; this is one early `popDue` per moved deadline instead. For
     /// callers whose due-work is harmless when nothing is due and who record the deadline of
     /// every link `popDue` hands them (the session's `timerFired`; `LinkTable.takeDue` marks
     /// them touched). An earlier deadline, or nil, is recorded as `set` does.

@@ -3,7 +3,7 @@
 ///
 /// A `Dictionary` hashes each key with SipHash (seeded, built for keys an attacker picks); a
 /// message looked its link up, took it out, put it back and moved its deadline: 10-11 hashed
-/// operations of about 100-250 instructions each (callgrind). The keys here are our
+/// operations each. The keys here are our
 /// own link indices, drawn at random (`LinkTable.freshIndex`): a multiplication spreads them,
 /// and a lookup with an index a peer made up only probes, it never inserts. The table stays at
 /// most half full, so a probe run stays short; deletion shifts the run back (no tombstones).

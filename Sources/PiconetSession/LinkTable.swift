@@ -248,15 +248,14 @@ struct LinkTable {
     /// `takeBox` for the hot paths, which hand the box back within the same call: its slot and
     /// index entry stay reserved (lookups find no link meanwhile, as after `takeBox`), so the
     /// return is one store instead of a removal and a re-insertion in `slotOf` and the free
-    /// list (~330 instructions a message, callgrind). The box must come back with
+    /// list. The box must come back with
     /// `checkIn`, or its link end (`forget`) with `checkedOutEnded`.
     ///
     /// `deadlineMovesOnlyLater`: the caller's change can only move the link's deadline later (an
     /// unreliable send moves `lastSent` and nothing else a deadline reads), so the link is not
     /// marked touched: its heap entry stays, earlier than or equal to the real deadline, and wakes
     /// `timerFired` early once at most, which then records the real one (the rule of
-    /// `LinkDeadlines.lower`). The sender's refresh was ~275 instructions between a message's
-    /// send and its arrival (callgrind).
+    /// `LinkDeadlines.lower`), so no refresh runs between a message's send and its arrival.
     mutating func checkOut(_ index: UInt32, deadlineMovesOnlyLater: Bool = false) -> LinkBox? {
         if !deadlineMovesOnlyLater { touched.append(index) }
         guard let s = slotOf[index] else { return nil }
@@ -290,8 +289,8 @@ struct LinkTable {
     func link(of peer: PeerID) -> Link? { peerLinks[peer].flatMap { self[$0] } }
 
     /// `linkIndex(of:)` for sends: a node sends to the same peer message after message, and
-    /// each lookup hashed the peer's 16 bytes (~380 instructions per message: callgrind, issue
-    /// 13), so the last answer is kept until `peerLinks` changes.
+    /// each lookup hashed the peer's 16 bytes, so the last answer is kept until `peerLinks`
+    /// changes.
     mutating func sendLinkIndex(of peer: PeerID) -> UInt32? {
         if let last = lastSendTarget, last.peer == peer { return last.index }
         guard let i = peerLinks[peer] else { return nil }
@@ -339,7 +338,7 @@ struct LinkTable {
     /// handed to `timerFired` early once, touched there, and recorded exactly then.
     mutating func refreshDeadlines(_ deadline: (inout Link) -> Instant?) {
         // A message touches its link three or four times in a row (take, put back, a write):
-        // one lookup and one heap update for the run, not one each (callgrind).
+        // one lookup and one heap update for the run, not one each.
         var previous: UInt32?
         for k in touched.indices {
             let i = touched[k]
@@ -350,7 +349,7 @@ struct LinkTable {
             deadlines.lower(i, to: d)   // a later one waits for the early wake-up (see `lower`)
         }
         // Popped, not `removeAll(keepingCapacity:)`: that took the generic `replaceSubrange`
-        // (~60 instructions) for the one or two entries a message leaves.
+        // for the one or two entries a message leaves.
         while touched.popLast() != nil {}
     }
 
@@ -416,7 +415,7 @@ final class LinkBox {
     // Unchecked: a box is reached either through the table (its subscripts, one access at a
     // time) or taken out of it for one frame, when nothing else can reach it; so two accesses
     // never overlap, and the runtime check was a call with a thread-local lookup per access, on
-    // every message sent and received (callgrind).
+    // every message sent and received.
     @exclusivity(unchecked) var link: Link
     init(_ link: Link) { self.link = link }
 }

@@ -29,7 +29,7 @@ public final class PeerSession {
     // No dynamic exclusivity check on the machine: it holds no closure and calls nothing of
     // ours, so an access to it (one `machine.received`, `machine.send`, `machine.recycle`) always
     // ends before an event reaches the application, which may call back in; the check could never
-    // fire, and it cost a runtime call per access, several per message (callgrind).
+    // fire, and it cost a runtime call per access, several per message.
     // The same for the handlers, the stream list and the counters below: reads and increments
     // that end before any callback (a handler is read, then called; a continuation's `yield` only
     // enqueues its consumer, never runs it here).
@@ -182,8 +182,7 @@ public final class PeerSession {
         var actions = actions
         // In order, each action moved out of the array once and its buffer handed back to the
         // machine right after: a `for` loop copied every action and destroyed the copy through
-        // the enum's value witnesses, then `recycle` moved each out again (~1,100 instructions
-        // a message, callgrind).
+        // the enum's value witnesses, then `recycle` moved each out again.
         actions.reverse()
         while let action = actions.popLast() {
             switch consume action {

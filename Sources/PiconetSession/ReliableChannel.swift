@@ -158,7 +158,7 @@ public struct ReliableSender: Sendable {
     /// retain/release of those copies).
     /// Whether `poll(now:)` could return anything: fragments not sent yet, or a deadline that
     /// may have passed. False for a link with nothing reliable in flight (an unreliable stream),
-    /// where the poll after each frame only built an empty array (~100 instructions).
+    /// where the poll after each frame only built an empty array.
     @inline(__always)
     public func mayPoll(now: Instant) -> Bool {
         // `poll`'s three ways to act, in its words.

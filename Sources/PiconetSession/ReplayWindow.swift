@@ -31,7 +31,7 @@ public struct ReplayWindow: Sendable {
     public mutating func accept(_ n: UInt64) -> Bool {
         guard n != .max else { return false }
         // The words are written through one buffer pointer: each subscript write checked the
-        // array's uniqueness and bounds (~80 instructions an accept, two a message).
+        // array's uniqueness and bounds.
         if n >= top {
             let advance = n + 1 - top, from = top, size = self.size
             let (w, b) = position(n)

@@ -391,7 +391,7 @@ public struct SessionMachine {
     /// transport or an event consumer kept it) is copied on its next write, never changed.
     public mutating func recycle(_ spent: inout [SessionAction]) {
         // Each action moved out of the array once (two pattern loops copied every one, and
-        // `removeAll(keepingCapacity:)` took a generic path: ~400 instructions a message).
+        // `removeAll(keepingCapacity:)` took a generic path).
         while let action = spent.popLast() { reuse(action) }
         keepStorage(&spent)
     }
@@ -433,7 +433,7 @@ public struct SessionMachine {
     }
 
     /// The call's actions, the touched links' deadlines left for later: a received datagram's
-    /// event reaches the driver before that bookkeeping, not after it (it was ~300 instructions
+    /// event reaches the driver before that bookkeeping, not after it (the bookkeeping sat
     /// between the datagram and its delivery). Recorded by `deadlineToArm()` (the
     /// driver's next read), by the next input, or first thing in `timerFired`; `nextDeadline`
     /// counts touched links meanwhile, so nothing reads a stale deadline.
@@ -451,8 +451,7 @@ public struct SessionMachine {
 
     /// Reports each peer whose derived state changed, exactly once per change.
     mutating func reconcile() {
-        // Most inputs change no peer's state: sorting the empty set ran generic code (~270
-        // instructions per datagram: callgrind).
+        // Most inputs change no peer's state: sorting the empty set ran generic code per datagram.
         guard !dirty.isEmpty else { return }
         for p in dirty.sorted() {
             let s = derivedState(p)

@@ -111,8 +111,8 @@ struct LocatedSealedFrame: Equatable {
     }
 
     /// The same checks as `init(parsing:)` and `expectEnd` for a well-formed sealed frame, read
-    /// from the buffer in one pass (the reader's checked reads, each a call, were ~700
-    /// instructions per datagram received: callgrind). Nil for anything else, which
+    /// from the buffer in one pass (the reader's checked reads are a call each, many per
+    /// datagram received). Nil for anything else, which
     /// then takes the reader's path, the one that names what is wrong; so this accepts nothing
     /// that path refuses (`SessionPacketTests` compares the two on mutated frames).
     private static func locateQuickly(_ bytes: [UInt8]) -> LocatedSealedFrame? {

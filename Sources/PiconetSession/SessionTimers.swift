@@ -38,7 +38,7 @@ extension SessionMachine {
 
     /// `nextDeadline`, read where the machine lies: a driver that keeps the machine in a class
     /// (`PeerSession`) and read the getter copied all of the machine, about a kilobyte, before
-    /// every read, once per input (`memcpy` in callgrind); a mutating call does not.
+    /// every read, once per input; a mutating call does not.
     /// It also records the deadlines a received datagram left for later (`takeDeferringDeadlines`).
     public mutating func deadlineToArm() -> Instant? {
         refreshDeadlines()
@@ -54,7 +54,7 @@ extension SessionMachine {
     /// When link `l` next needs `timerFired` (nil: never, until an input changes it). Everything
     /// `tickPending`/`tickEstablished` acts on must be here, or a link would never be ticked.
     /// `l` is only read; `inout` passes the link where it lies (taken by value, a call that was
-    /// not inlined copied the whole link, about a kilobyte, per refresh: callgrind).
+    /// not inlined copied the whole link, about a kilobyte, per refresh).
     static func deadline(of l: inout Link, timeouts: LinkTimeouts) -> Instant? {
         var best = l.expiresAt
         func consider(_ d: Instant?) {
@@ -149,8 +149,8 @@ extension SessionMachine {
 }
 
 /// What a link's deadline depends on besides the link (`SessionMachine.deadline(of:timeouts:)`).
-/// In nanoseconds, converted once: `Duration`'s conversion took ~19 instructions each time, three
-/// times per deadline, twice per message.
+/// In nanoseconds, converted once: a `Duration` conversion per use ran three times per deadline,
+/// twice per message.
 struct LinkTimeouts {
     var keepAliveInterval: Int64
     var lostTimeout: Int64

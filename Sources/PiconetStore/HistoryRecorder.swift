@@ -14,8 +14,7 @@ import PiconetLoop
 ///
 /// Without a store (`--db off`, or a path that could not be opened) there is nothing a queued
 /// row could ever be written to, so rows are not queued: they are counted in `notRecorded` and
-/// dropped at once (at 500 nodes the never-written queue was half the hub's memory,
-/// 40–47 KiB per node of the 82–87 KiB measured).
+/// dropped at once (at 500 nodes a never-written queue was half the hub's memory).
 public final class HistoryRecorder {
     public enum Mode: Equatable, Sendable {
         case persisting

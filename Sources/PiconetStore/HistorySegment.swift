@@ -5,7 +5,7 @@ import PiconetWire
 ///
 /// Why segments: with a row per batch (and an entry per batch in each of two indexes), SQLite's
 /// b-tree inserts were most of the hub's ingest cost; a C program doing nothing but those
-/// inserts through a prepared statement reached only 1.25-1.38x of python3's `executemany`.
+/// inserts through a prepared statement was barely faster than python3's `executemany`.
 /// A wearable sends about ten batches a second, and the hub writes once a second,
 /// so a node's batches of one flush share one row: about a tenth of the rows, index entries and
 /// page writes (which also spares a Pi's SD card). Reads unpack a segment and see the batches

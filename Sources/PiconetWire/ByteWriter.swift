@@ -5,8 +5,7 @@
 ///
 /// A writer made with a capacity holds that many bytes at once (zeros, or a reused buffer's
 /// old contents) and writes over them from `count` on: a fixed-width field is one store, not
-/// an `append(contentsOf:)` (which cost ~170 instructions for eight bytes, seven fields a
-/// sealed frame). Past the reserved bytes it appends, as an array would; the bytes
+/// an `append(contentsOf:)` (a generic call per field, seven fields a sealed frame). Past the reserved bytes it appends, as an array would; the bytes
 /// beyond `count` never show (`bytes` and `takeBytes()` end at `count`).
 public struct ByteWriter {
     /// `storage[..<position]` is what was written; `storage[position...]` is reserved room.
@@ -184,7 +183,7 @@ extension Array where Element == UInt8 {
     /// Makes this array a copy of `source` in its own storage (unique and large enough: no
     /// allocation). A buffer refilled with datagrams of one size keeps its length, so the
     /// refill is one `memcpy`; emptying it first and appending took the generic
-    /// `replaceSubrange` and `append(contentsOf:)` paths (~150 instructions).
+    /// `replaceSubrange` and `append(contentsOf:)` paths.
     @inlinable public mutating func overwrite(with source: UnsafeRawBufferPointer) {
         resize(to: source.count)
         if !source.isEmpty { withUnsafeMutableBytes { $0.copyMemory(from: source) } }

@@ -77,7 +77,7 @@ public struct FrameType: RawRepresentable, Hashable, Sendable, CustomStringConve
     public static let group = FrameType(0x50)
 
     /// The types above. A switch, not a `Set`: every received frame is checked, and a set lookup
-    /// hashed the byte with SipHash behind a lazy global's once-check (~80 instructions a frame).
+    /// hashed the byte with SipHash behind a lazy global's once-check.
     static func isKnown(_ v: UInt8) -> Bool {
         switch v {
         case 0x01...0x08, 0x20, 0x21, 0x40, 0x50: return true

@@ -99,7 +99,7 @@ final class UDPOneWay {
             // As the C program: its periodic timerfd re-arms itself before the program stamps, so
             // the next tick is scheduled before the stamp, outside the time measured, and the
             // stamp is one 8-byte store (a byte loop on this class's array checked exclusive
-            // access per byte: ~700 instructions of the harness inside the time measured).
+            // access per byte, inside the time measured).
             sent += 1
             if sent < count + 100 { loop.schedule(after: .milliseconds(1), tick) }
             let t = MonotonicClock.now().nanoseconds

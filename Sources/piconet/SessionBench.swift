@@ -19,7 +19,7 @@ private func emitPercentiles(_ name: String, _ samples: [Int64]) {
 /// the latency phases stamp one array made before the first message, as the C baseline stamps its
 /// one buffer, so no allocation of the harness runs between two messages. (A new `[UInt8]` per message
 /// cost more than the session's own send on this machine: Swift's runtime looks the array's
-/// storage metadata up in a locked hash map on every allocation, `perf`.) A session that
+/// storage metadata up in a locked hash map on every allocation.) A session that
 /// still held the array (reliable: until acknowledged) keeps its own copy: the write copies first.
 /// A latency phase's message: byte 0 its phase tag, 1...8 the send time. In a class of its own
 /// rather than a variable the phase's closures capture: every access to a captured variable is a
@@ -94,7 +94,7 @@ struct SessionBenchCommand: ParsableCommand {
 
     func run() throws {
         // The options as plain values: an `@Option`'s getter goes through ArgumentParser's generic
-        // storage (metadata lookups included, ~2 us cold), and the latency phase read two of them
+        // storage (metadata lookups included), and the latency phase read two of them
         // per message between the send and the receive, inside the time measured.
         let handshakes = handshakes, mebibytes = mebibytes, unreliable = unreliable
         let latency = latency, reliableShort = reliableShort, payload = payload
