@@ -64,6 +64,9 @@ struct Link {
         var retryDelay: Duration
         /// Initiator: the responder has sent a sealed frame, so it has our third message.
         var confirmed = false
+        /// Initiator: when an unconfirmed invitation starts a new handshake (by then the
+        /// responder has dropped a half-open link that never got our third message).
+        var restartAt: Instant?
     }
 
     /// The invitation this link carries (either direction).

@@ -276,6 +276,9 @@ public struct InvitationReplyFrame: WireCodable, Equatable, Sendable {
         case crossed = 2
         /// The invitee did not decide in time.
         case timedOut = 3
+        /// Not decided yet (a person is asked): the invitation arrived, so the inviter keeps
+        /// waiting on this link instead of starting a new handshake.
+        case pending = 4
     }
 
     public var invitationID: UInt32

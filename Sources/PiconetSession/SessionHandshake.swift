@@ -259,6 +259,7 @@ extension SessionMachine {
             return
         }
         l.phase = .inviting
+        l.handshake.restartAt = now + configuration.handshakeTimeout
         l.handshake.retryDelay = configuration.handshakeRetry
         l.handshake.retryAt = now + l.handshake.retryDelay
         if let inv = l.invitation.frame { seal(.invitation(inv), link: &l, now: now) }

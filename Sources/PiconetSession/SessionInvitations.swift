@@ -28,6 +28,12 @@ extension SessionMachine {
             table[index] = l
             return
         }
+        if l.phase == .deciding {
+            // Still undecided: say so, or the inviter, hearing nothing, would take this link for lost.
+            seal(.invitationReply(InvitationReplyFrame(invitationID: inv.invitationID, decision: .pending)), link: &l, now: now)
+            table[index] = l
+            return
+        }
         guard l.phase == .awaitingInvitation, let peer = l.peer else { return }
         l.invitation.id = allocateInvitation()
         l.invitation.frame = inv
@@ -108,7 +114,7 @@ extension SessionMachine {
         case .declined: finishInvitation(l, .declined(peer))
         case .timedOut: finishInvitation(l, .timedOut)
         case .crossed: finishInvitation(l, .accepted(peer)) // merged into our own invitation's link
-        case .accepted: break
+        case .accepted, .pending: break
         }
         seal(.invitationReply(reply), link: &l, now: now)
         l.phase = .closing
@@ -132,6 +138,8 @@ extension SessionMachine {
             // The other side's invitation to us is the one that survives; wait for it.
             table[index]?.invitation.crossed = true
             table[index]?.handshake.retryAt = nil
+        case .pending:
+            break   // the frame was authentic, so the link is confirmed: keep waiting
         }
     }
 

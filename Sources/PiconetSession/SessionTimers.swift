@@ -62,7 +62,10 @@ extension SessionMachine {
             best = best.map { min($0, d) } ?? d
         }
         switch l.phase {
-        case .handshaking, .inviting: consider(l.handshake.retryAt)
+        case .handshaking: consider(l.handshake.retryAt)
+        case .inviting:
+            consider(l.handshake.retryAt)
+            if !l.handshake.confirmed { consider(l.handshake.restartAt) }
         case .established:
             if l.liveness.lost {
                 consider(l.liveness.nextProbe)
@@ -102,6 +105,10 @@ extension SessionMachine {
                 removeLink(index)
                 return
             }
+            if !l.handshake.confirmed, let r = l.handshake.restartAt, r <= now {
+                restartHandshake(l, now: now)
+                return
+            }
             if let r = l.handshake.retryAt, r <= now {
                 if !l.handshake.confirmed, let m3 = l.handshake.frame { transmit(m3, to: l.address) }
                 if let inv = l.invitation.frame { seal(.invitation(inv), link: &l, now: now) }
@@ -118,6 +125,28 @@ extension SessionMachine {
         case .established:
             break
         }
+    }
+
+    /// Initiator: nothing sealed came back within the responder's half-open lifetime, so it
+    /// never got our third message and forgot the link (every later frame is unknown to it):
+    /// the invitation goes on over a new handshake, under a new link index.
+    mutating func restartHandshake(_ old: Link, now: Instant) {
+        var l = newLink(initiator: true, address: old.address, now: now)
+        l.invitation = old.invitation
+        l.remote.expectedPeer = old.remote.expectedPeer
+        l.expiresAt = old.expiresAt
+        do {
+            try startHandshake(&l)
+        } catch {
+            finishInvitation(old, .failed("\(error)"))
+            removeLink(old.index)
+            return
+        }
+        removeLink(old.index)
+        statistics.handshakeRestarts += 1
+        l.handshake.retryAt = now + l.handshake.retryDelay
+        transmit(l.handshake.frame ?? [], to: l.address)
+        table[l.index] = l
     }
 
     /// Advances an established link taken out of the table; false when it is to be removed.

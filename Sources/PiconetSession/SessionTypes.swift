@@ -221,6 +221,8 @@ public struct SessionStatistics: Sendable, Equatable {
     public var peersRefused = 0
     public var handshakeFailures = 0
     public var halfOpenExpired = 0
+    /// Invitations that went on over a new handshake: the responder never confirmed our third message.
+    public var handshakeRestarts = 0
     public var protocolViolations = 0
     public var retransmissions = 0
     /// Ack frames sent (with `acknowledgeEvery` > 1, fewer than the reliable fragments received).

@@ -419,6 +419,7 @@ final class HubApp {
             "sessionOversize": n(st.oversizeReceived), "sessionReceiveBufferRefused": n(st.receiveBufferRefused),
             "sessionPeersRefused": n(st.peersRefused), "sessionHandshakeFailures": n(st.handshakeFailures),
             "sessionHalfOpenExpired": n(st.halfOpenExpired), "sessionProtocolViolations": n(st.protocolViolations),
+            "sessionHandshakeRestarts": n(st.handshakeRestarts),
             "kernelReceiveDropped": n(kernel),
         ]
         for b in browsers {

@@ -537,3 +537,43 @@ final class PipeEndpoint: MessageEndpoint {
         #expect(hub.session.state(of: node.peerID) == .notConnected)
     }
 }
+
+/// An invitation whose third handshake message never arrives: the responder forgets its
+/// half-open link, so the inviter must start over rather than wait out the invitation.
+@Suite struct InvitationRestartTests {
+    @Test func lostThirdMessageStartsANewHandshakeAndTheInvitationSucceeds() throws {
+        let h = Harness(seed: 41)
+        let a = try h.add("a")
+        let b = try h.add("b")
+        let slow = FaultPlan(delay: .milliseconds(10))
+        h.network.setPlan(slow, from: a.address, to: b.address)
+        let id = try a.session.invite(b.address, context: [], timeout: .seconds(60))
+        h.run(.milliseconds(5))   // the first message is on its way; everything after it from a is lost
+        h.network.setPlan(FaultPlan(drop: 1, delay: .milliseconds(10)), from: a.address, to: b.address)
+        h.run(.seconds(7))
+        #expect(a.outcomes[id] == nil)
+        #expect(b.session.statistics.halfOpenExpired == 1, "b gave up on the link that never got the third message")
+        h.network.setPlan(slow, from: a.address, to: b.address)
+        h.run(.seconds(5))
+        #expect(a.outcomes[id] == .accepted(b.peerID), "the invitation went on over a new handshake")
+        #expect(a.session.statistics.handshakeRestarts >= 1)
+        #expect(a.session.state(of: b.peerID) == .connected && b.session.state(of: a.peerID) == .connected)
+        try a.session.send(Array("after".utf8), to: [b.peerID], mode: .reliable)
+        h.run(.milliseconds(100))
+        #expect(b.messages(from: a.peerID, mode: .reliable) == [Array("after".utf8)])
+    }
+
+    @Test func aPersonTakingLongToAnswerIsNotAskedTwice() throws {
+        let h = Harness(seed: 42)
+        let a = try h.add("a")
+        let b = try h.add("b", SessionConfiguration(policy: .ask))
+        let id = try a.session.invite(b.address, context: [], timeout: .seconds(60))
+        h.run(.seconds(20))   // four half-open lifetimes: b's pending answers keep a waiting on this link
+        #expect(b.requests.count == 1)
+        #expect(a.session.statistics.handshakeRestarts == 0)
+        try b.session.respond(to: try #require(b.requests.first).id, accept: true)
+        h.run(.milliseconds(200))
+        #expect(a.outcomes[id] == .accepted(b.peerID))
+        #expect(b.requests.count == 1, "one question for one invitation")
+    }
+}
