@@ -42,11 +42,22 @@ public final class HubConnectionLimit: Sendable {
 
 /// Takes a place under the cap when its connection becomes active (or already is when the
 /// handler is added), gives it back when the connection goes; closes a connection past the cap.
-final class ConnectionLimitHandler: ChannelInboundHandler, RemovableChannelHandler {
+///
+/// Also ends a connection whose response side is done. The server half-closes (its last
+/// response, or its answer to a request it could not parse) and then stops reading, so the
+/// client's close went unseen and the connection held its place until the idle timeout: a flood
+/// of oversized requests kept dozens of such places and the cap refused live clients. After the
+/// half-close this handler reads and discards what is left, closes on the client's end of input,
+/// and closes anyway after `linger` (the usual lingering close: the client reads the response
+/// before a reset could destroy it).
+final class ConnectionLimitHandler: ChannelDuplexHandler, RemovableChannelHandler {
     typealias InboundIn = ByteBuffer  // never unwrapped: reads pass through untouched
+    typealias OutboundIn = ByteBuffer  // never unwrapped: writes pass through untouched
+    static let linger = TimeAmount.seconds(2)
     let limit: HubConnectionLimit
     private var decided = false
     private var admitted = false
+    private var lingering: Scheduled<Void>?
 
     init(limit: HubConnectionLimit) { self.limit = limit }
 
@@ -60,6 +71,8 @@ final class ConnectionLimitHandler: ChannelInboundHandler, RemovableChannelHandl
     private func leave() {
         if admitted { limit.release() }
         admitted = false
+        lingering?.cancel()
+        lingering = nil
     }
 
     func handlerAdded(context: ChannelHandlerContext) {
@@ -77,4 +90,30 @@ final class ConnectionLimitHandler: ChannelInboundHandler, RemovableChannelHandl
     }
 
     func handlerRemoved(context: ChannelHandlerContext) { leave() }
+
+    func close(context: ChannelHandlerContext, mode: CloseMode, promise: EventLoopPromise<Void>?) {
+        context.close(mode: mode, promise: promise)
+        guard mode == .output, lingering == nil, context.channel.isActive else { return }
+        let channel = context.channel
+        lingering = context.eventLoop.scheduleTask(in: Self.linger) { channel.close(promise: nil) }
+        context.read()
+    }
+
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        guard lingering == nil else { return }   // after our last response: discarded
+        context.fireChannelRead(data)
+    }
+
+    func channelReadComplete(context: ChannelHandlerContext) {
+        guard lingering == nil else { context.read(); return }
+        context.fireChannelReadComplete()
+    }
+
+    func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
+        if lingering != nil, let e = event as? ChannelEvent, e == .inputClosed {
+            context.close(promise: nil)
+            return
+        }
+        context.fireUserInboundEventTriggered(event)
+    }
 }

@@ -59,7 +59,8 @@ public struct HubHTTPServer: Sendable {
             o["drops"] = feed.snapshot.hub.dropsJSON
             o["http"] = .object({ var h = JSONObject(); h["misdirected"] = .integer(Int64(http.misdirected))
                                   h["unauthorized"] = .integer(Int64(http.unauthorized))
-                                  h["connectionsRefused"] = .integer(Int64(connections.refused)); return h }())
+                                  h["connectionsRefused"] = .integer(Int64(connections.refused))
+                                  h["connectionsOpen"] = .integer(Int64(connections.open)); return h }())
             return jsonResponse(.object(o))
         }
         router.get("/api/nodes/:id/series") { request, context in

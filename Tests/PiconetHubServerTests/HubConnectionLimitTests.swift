@@ -78,6 +78,45 @@ import Testing
         }
     }
 
+    /// A request the server refuses to parse (a header past the decoder's 80 KB) is answered and
+    /// the server half-closes; the client's close must give the place back at once, not after
+    /// the idle timeout: under a flood of such requests the cap otherwise filled with them.
+    @Test func anAnsweredOversizedRequestGivesItsPlaceBackBeforeTheIdleTimeout() async throws {
+        let feed = HubFeed()
+        feed.publish(sampleSnapshot(nodes: 1))
+        let server = HubHTTPServer(feed: feed, maximumConnections: 64)
+        try await server.application(host: "127.0.0.1", port: 0).test(.live) { client in
+            let port = try #require(client.port)
+            try await client.execute(uri: "/healthz", method: .get) { r in #expect(r.status == .ok) }
+            let before = server.connections.open
+            for _ in 0..<8 {
+                let fd = try Self.connectIdle(port: port)
+                let request = Array("GET /api/nodes HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Big: ".utf8)
+                    + [UInt8](repeating: UInt8(ascii: "a"), count: 4 << 20) + Array("\r\n\r\n".utf8)
+                var sent = 0
+                while sent < request.count {
+                    // Until the socket buffers are full: the server stops reading once the header is too large.
+                    let n = request[sent...].withUnsafeBytes { send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL | MSG_DONTWAIT)) }
+                    if n <= 0 { break }
+                    sent += n
+                }
+                var p = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
+                #expect(poll(&p, 1, 5000) == 1, "the server answered the oversized request")
+                // Read the answer, so the close is a FIN (unread data would make it a reset, seen at once).
+                var answer = [UInt8](repeating: 0, count: 4096)
+                #expect(recv(fd, &answer, answer.count, 0) > 0)
+                close(fd)
+            }
+            // Half the idle timeout: long enough for a loaded machine, short of what held them before.
+            let deadline = ContinuousClock.now + .seconds(HubHTTPServer.idleTimeoutSeconds / 2)
+            while server.connections.open > before, ContinuousClock.now < deadline {
+                try await Task.sleep(for: .milliseconds(50))
+            }
+            #expect(server.connections.open == before,
+                    "every answered connection gave its place back (open \(server.connections.open), before \(before))")
+        }
+    }
+
     @Test func theCapIsAtLeastOneAndDefaultsTo256() {
         #expect(HubConnectionLimit().maximum == 256)
         #expect(HubConnectionLimit(maximum: 0).maximum == 1)
