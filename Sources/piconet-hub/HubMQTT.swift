@@ -19,7 +19,8 @@ struct MQTTSettings {
     /// `--mqtt-commands`: subscribe to piconet/<hub>/cmd/#.
     var commands = false
 
-    static let configKeys: Set<String> = ["mqtt", "mqtt-ca", "mqtt-user", "mqtt-password-file", "mqtt-cert", "mqtt-key", "mqtt-outbox", "mqtt-commands"]
+    static let configKeys: Set<String> = ["mqtt", "mqtt-ca", "mqtt-user", "mqtt-password-file", "mqtt-cert", "mqtt-key", "mqtt-outbox", "mqtt-commands",
+                                          "mqtt-insecure-plaintext"]
 
     static func resolve(_ c: HubCommand, _ file: ConfigFile?, databasePath: String?) throws -> MQTTSettings? {
         let url = try c.mqtt ?? file?.string("mqtt")
@@ -30,9 +31,10 @@ struct MQTTSettings {
         let key = try c.mqttKey ?? file?.string("mqtt-key")
         let outbox = try c.mqttOutbox ?? file?.string("mqtt-outbox")
         let commands = try c.mqttCommands || (file?.bool("mqtt-commands") ?? false)
+        let plaintext = try c.mqttInsecurePlaintext || (file?.bool("mqtt-insecure-plaintext") ?? false)
         guard let url, url != "off" else {
-            if ca != nil || user != nil || passwordFile != nil || cert != nil || key != nil || outbox != nil || commands {
-                throw HubSettings.Invalid(description: "--mqtt-ca, --mqtt-user, --mqtt-password-file, --mqtt-cert, --mqtt-key, --mqtt-outbox and --mqtt-commands need --mqtt URL")
+            if ca != nil || user != nil || passwordFile != nil || cert != nil || key != nil || outbox != nil || commands || plaintext {
+                throw HubSettings.Invalid(description: "--mqtt-ca, --mqtt-user, --mqtt-password-file, --mqtt-cert, --mqtt-key, --mqtt-outbox, --mqtt-commands and --mqtt-insecure-plaintext need --mqtt URL")
             }
             return nil
         }
@@ -48,6 +50,9 @@ struct MQTTSettings {
             endpoint.tls?.keyFile = key
         }
         if passwordFile != nil && user == nil { throw HubSettings.Invalid(description: "--mqtt-password-file needs --mqtt-user") }
+        if let refusal = plaintextRefusal(endpoint, password: passwordFile != nil, commands: commands, allowed: plaintext) {
+            throw HubSettings.Invalid(description: refusal)
+        }
         endpoint.username = user
         if let passwordFile {
             let bytes: [UInt8]
@@ -65,6 +70,20 @@ struct MQTTSettings {
             outboxPath = ":memory:"
         }
         return MQTTSettings(endpoint: endpoint, outboxPath: outboxPath, commands: commands)
+    }
+
+    /// A password, or commands that admit nodes, over plain `mqtt://` to another machine: anyone on
+    /// the path reads the one and forges the other. Refused unless asked for by name; a broker on
+    /// this machine (loopback) is no network.
+    static func plaintextRefusal(_ endpoint: MQTTEndpoint, password: Bool, commands: Bool, allowed: Bool) -> String? {
+        guard endpoint.tls == nil, password || commands, !allowed, !isLoopback(endpoint.host) else { return nil }
+        let what = password && commands ? "a password and --mqtt-commands" : password ? "a password" : "--mqtt-commands"
+        return "\(what) over plain \(endpoint) would cross the network in clear: use mqtts:// with --mqtt-ca FILE,"
+            + " or say --mqtt-insecure-plaintext (a wire you trust)"
+    }
+
+    static func isLoopback(_ host: String) -> Bool {
+        host == "localhost" || host == "::1" || host.hasPrefix("127.")
     }
 }
 

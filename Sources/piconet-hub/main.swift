@@ -18,7 +18,7 @@ struct HubCommand: ParsableCommand {
         HTTP: GET /  (live page)   /api/nodes   /api/nodes/{id}/series?window=10s|60s|session   /metrics
         Config file keys (JSON object) are the long option names: name, service, interface, identity, invite, http, http-max-connections,
         db, max-heart-rate, retention-days, commit-interval, encryption, board, boards-dir, transport, adapter, security, pairing,
-        mqtt, mqtt-ca, mqtt-user, mqtt-password-file, mqtt-cert, mqtt-key, mqtt-outbox, mqtt-commands;
+        mqtt, mqtt-ca, mqtt-user, mqtt-password-file, mqtt-cert, mqtt-key, mqtt-outbox, mqtt-commands, mqtt-insecure-plaintext;
         and role, state-dir, gpio-chip, allow-list (older camelCase keys are accepted too).
         Bluetooth: piconet-hub --transport bluetooth --adapter hci0 (LE scanning, invitations over L2CAP).
         Exit status: 0 done, 1 failed while running, 64 bad option, 69 interface or HTTP port
@@ -84,6 +84,8 @@ struct HubCommand: ParsableCommand {
     var mqttKey: String?
     @Flag(help: "Take commands from piconet/<hub>/cmd/... (off by default; who may publish there is the broker ACL's business): answer ('y PEER_ID' or 'n PEER_ID' for a pending --invite ask question).")
     var mqttCommands = false
+    @Flag(help: "Allow --mqtt-password-file or --mqtt-commands over plain mqtt:// to another machine (refused without it: both cross the network in clear).")
+    var mqttInsecurePlaintext = false
     @Option(help: "The MQTT outbox's SQLite file (default: beside --db, NAME.mqtt-outbox.sqlite; in memory with --db off).")
     var mqttOutbox: String?
     @Option(parsing: .unconditional, help: "Stop after this many seconds (0 = run until SIGINT/SIGTERM; at most 315360000).")
