@@ -195,10 +195,32 @@ public struct FleetPublisher {
         discovered.removeAll()
     }
 
-    /// Drops what is kept for a node that left the hub's table (its retained topics stay on the broker).
-    public mutating func forget(_ node: String) {
-        lastState[node] = nil
-        discovered.remove(node)
+    /// The topic levels of the nodes this publisher numbered messages for: in this run, or in an
+    /// earlier one whose numbers the outbox kept (`sequences`).
+    public var nodeLevels: Set<String> {
+        let base = "\(prefix)/\(hub)/"
+        var out = Set<String>()
+        for t in sequences.keys where t.hasPrefix(base) {
+            let rest = t.dropFirst(base.count)
+            if let slash = rest.firstIndex(of: "/") { out.insert(String(rest[..<slash])) }
+        }
+        return out
+    }
+
+    /// Where a node's topics start (its sequence numbers are those under it).
+    public func nodeTopicPrefix(level: String) -> String { "\(prefix)/\(hub)/\(level)/" }
+
+    /// Forgets a node that left the hub (by its topic level): its numbers and what is kept for
+    /// it go, and the messages returned clear its retained state and Home Assistant discovery
+    /// configs on the broker (an empty retained payload deletes a retained message), so the
+    /// broker and Home Assistant do not keep a node the hub no longer has.
+    public mutating func forget(level: String) -> [FleetMessage] {
+        let base = nodeTopicPrefix(level: level)
+        sequences = sequences.filter { !$0.key.hasPrefix(base) }
+        lastState = lastState.filter { Self.topicLevel($0.key) != level }
+        discovered = discovered.filter { Self.topicLevel($0) != level }
+        let retained = [topic(level, "state")] + discovery(FleetNode(id: level, name: "", state: "")).map(\.topic)
+        return retained.map { FleetMessage(topic: $0, payload: [], retain: true, kind: .state, sequence: 0) }
     }
 
     /// `seq` first, then `t` (Unix s), then the body's members.

@@ -214,6 +214,15 @@ public final class MQTTOutbox {
         count -= removed
     }
 
+    /// Deletes the sequence numbers of the topics under `topicPrefix` (a node the hub forgot).
+    /// A prefix compare, not LIKE: `_` is a wildcard there and a common character in topic levels.
+    public func forgetSequences(topicPrefix: String) throws(StoreError) {
+        try write { db in
+            try db.execute(sql: "DELETE FROM outbox_sequence WHERE substr(topic, 1, length(?)) = ?",
+                           arguments: [topicPrefix, topicPrefix])
+        }
+    }
+
     /// The last sequence number stored per topic: where a restarted publisher continues.
     public func sequences() throws(StoreError) -> [String: UInt64] {
         try read { db in

@@ -71,6 +71,8 @@ final class HubApp {
     var latenciesDropped = 0
     static let latencyCap = 1_000_000
     var ticks = 0
+    /// When the hub started: nodes an earlier run published are forgotten `--forget-after` later.
+    let startedAt: Instant
     let wallOffset: Double
     let inPlace: Bool
     var server: Task<Void, Never>?
@@ -88,6 +90,7 @@ final class HubApp {
     init(_ settings: HubSettings) throws {
         self.settings = settings
         loop = try EpollLoop()
+        startedAt = loop.now
         let profile = try BoardCatalog.profile(settings.board, in: settings.boardsDirectory)
         // The hub invites; it does not take invitations. No listen PSM: it only dials the channels
         // its invitations go over (and pairs, with --pairing piconet, only with the nodes it is

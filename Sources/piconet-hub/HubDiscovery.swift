@@ -1,4 +1,5 @@
 import PiconetDiscovery
+import PiconetFleet
 import PiconetHub
 import PiconetHubServer
 import PiconetLoop
@@ -10,10 +11,9 @@ import PiconetWire
 /// Discovery → invitations over Wi-Fi: the decisions (which record to invite,
 /// binding each invitation to the claimed peer, probes, cooldowns, retries, `--invite ask`,
 /// pruning) are `HubNodeManager`'s, a pure machine with virtual-clock tests; this file feeds it
-/// the hub's events and carries out its actions. Nodes gone longer than `forgetAfter` are
-/// forgotten by the aggregator and every per-node table.
+/// the hub's events and carries out its actions. Nodes gone longer than `--forget-after` are
+/// forgotten by the aggregator, every per-node table and the MQTT broker.
 extension HubApp {
-    static let forgetAfter: Duration = .seconds(600)
 
     /// The name to print for a node, escaped (it came from the network): the one its key proved
     /// in the handshake, with a differing record's name as a hint.
@@ -143,16 +143,27 @@ extension HubApp {
         }
     }
 
-    /// Nodes not connected and silent for `forgetAfter` leave the aggregator (their node slot is
+    /// Nodes not connected and silent for `--forget-after` leave the aggregator (their node slot is
     /// free again, counted in its `forgottenNodes`), and every per-node table drops what no live
-    /// record, session or invitation still needs.
+    /// record, session or invitation still needs. With `--mqtt`, the broker forgets them too
+    /// (retained state and discovery cleared), and, once the hub has run that long, so do the
+    /// nodes an earlier run published that never came back.
     func forgetGoneNodes() {
         let now = loop.now
-        let gone = aggregator.forgetNodes(silentSince: now - Self.forgetAfter) { node in
+        let forgetAfter = Duration.seconds(Int64(settings.forgetAfter))
+        let gone = aggregator.forgetNodes(silentSince: now - forgetAfter) { node in
             guard let p = PeerID(hex: node.rawValue) else { return false }
             return session.state(of: p) != .notConnected
         }
-        if !gone.isEmpty, !inPlace { say("piconet-hub: forgot \(gone.count) node(s) gone for more than \(Self.forgetAfter)\n") }
+        if !gone.isEmpty, !inPlace { say("piconet-hub: forgot \(gone.count) node(s) gone for more than \(settings.forgetAfter) s\n") }
+        if let fleet, now - startedAt >= forgetAfter {
+            let held = Set(aggregator.nodeIDs.map { FleetPublisher.topicLevel($0.rawValue) })
+            let orphans = fleet.publisher.nodeLevels.subtracting(held)
+            if !orphans.isEmpty {
+                fleet.forget(levels: orphans)
+                if !inPlace { say("piconet-hub: MQTT: cleared the retained messages of \(orphans.count) node(s) gone for more than \(settings.forgetAfter) s\n") }
+            }
+        }
         // Kept beyond what the machine knows: nodes the aggregator, the session or Bluetooth still holds.
         var keep = bluetoothNodes.connected
         for n in aggregator.nodeIDs { if let p = PeerID(hex: n.rawValue) { keep.insert(p) } }

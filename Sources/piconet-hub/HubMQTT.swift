@@ -177,6 +177,21 @@ final class FleetExporter {
         }
     }
 
+    /// Forgets nodes the hub no longer holds (by topic level): clears their retained messages
+    /// on the broker and deletes their sequence numbers. What is staged is committed first, so
+    /// no number of theirs is written back after the delete.
+    func forget(levels: Set<String>) {
+        commit()
+        for level in levels.sorted() {
+            enqueue(publisher.forget(level: level))
+            do throws(StoreError) {
+                try outbox.forgetSequences(topicPrefix: publisher.nodeTopicPrefix(level: level))
+            } catch {
+                log("MQTT outbox: \(error): the sequence numbers of \(level) stay")
+            }
+        }
+    }
+
     /// Stores the staged messages in one transaction, then sends what the window allows.
     func commit() {
         commitScheduled = false

@@ -26,6 +26,8 @@ struct HubSettings {
     var retentionDays = 7
     /// `--commit-interval`: seconds between history commits (what a kill -9 can lose).
     var commitInterval = 60
+    /// `--forget-after`: seconds a node may be gone (not connected, silent) before the hub forgets it.
+    var forgetAfter = 600
     var duration: Double = 0
     var plain = false
     /// `--json`: one JSON object per line (a snapshot a second) instead of the table.
@@ -50,7 +52,7 @@ struct HubSettings {
     static let configKeys = ConfigKeys(
         binary: "piconet-hub",
         keys: Set(["name", "role", "service", "interface", "state-dir", "identity", "invite", "allow-list", "http", "http-max-connections", "db",
-               "max-heart-rate", "retention-days", "commit-interval", "encryption", "board", "gpio-chip", "boards-dir", "transport", "adapter",
+               "max-heart-rate", "retention-days", "commit-interval", "forget-after", "encryption", "board", "gpio-chip", "boards-dir", "transport", "adapter",
                "security", "pairing"]).union(MQTTSettings.configKeys),
         aliases: ["interfaces": "interface", "stateDirectory": "state-dir", "allowList": "allow-list", "maxHeartRate": "max-heart-rate",
                   "retentionDays": "retention-days", "commitInterval": "commit-interval", "boardsDirectory": "boards-dir", "gpioChip": "gpio-chip"],
@@ -109,6 +111,10 @@ struct HubSettings {
         if let i = try c.commitInterval.map({ v throws(CommandLineError) in try OptionRange.integer(v, option: "--commit-interval", in: 1...3600) })
             ?? file?.integer("commit-interval", in: 1...3600).map(Int.init) {
             s.commitInterval = i
+        }
+        if let f = try c.forgetAfter.map({ v throws(CommandLineError) in try OptionRange.integer(v, option: "--forget-after", in: 5...31_536_000) })
+            ?? file?.integer("forget-after", in: 5...31_536_000).map(Int.init) {
+            s.forgetAfter = f
         }
         s.duration = try OptionRange.number(c.duration, option: "--duration", in: 0...OptionRange.longestSeconds)
         s.plain = c.plain

@@ -17,7 +17,7 @@ struct HubCommand: ParsableCommand {
         Example (one-machine demo): piconet-hub --invite auto --interface lo --http 127.0.0.1:8080 --db /tmp/hub.sqlite
         HTTP: GET /  (live page)   /api/nodes   /api/nodes/{id}/series?window=10s|60s|session   /metrics
         Config file keys (JSON object) are the long option names: name, service, interface, identity, invite, http, http-max-connections,
-        db, max-heart-rate, retention-days, commit-interval, encryption, board, boards-dir, transport, adapter, security, pairing,
+        db, max-heart-rate, retention-days, commit-interval, forget-after, encryption, board, boards-dir, transport, adapter, security, pairing,
         mqtt, mqtt-ca, mqtt-user, mqtt-password-file, mqtt-cert, mqtt-key, mqtt-outbox, mqtt-commands, mqtt-insecure-plaintext;
         and role, state-dir, gpio-chip, allow-list (older camelCase keys are accepted too).
         Bluetooth: piconet-hub --transport bluetooth --adapter hci0 (LE scanning, invitations over L2CAP).
@@ -54,6 +54,10 @@ struct HubCommand: ParsableCommand {
         "Seconds between history commits, 1-3600 (default 60).",
         discussion: "Fewer, larger commits write less to an SD card; a kill -9 or a power cut loses at most this long of samples (an orderly stop, SIGTERM or SIGINT, loses none)."))
     var commitInterval: Int?
+    @Option(parsing: .unconditional, help: ArgumentHelp(
+        "Seconds a node may be gone (not connected, nothing heard) before the hub forgets it, 5-31536000 (default 600).",
+        discussion: "A forgotten node leaves the table and frees its slot; with --mqtt its retained state and Home Assistant discovery are cleared on the broker."))
+    var forgetAfter: Int?
     @Option(help: "Board profile id from Boards/ for the hub's own status LEDs; 'none' for no GPIO.")
     var board: String?
     @Option(help: "Directory with board profiles (default: Boards/ next to the binary or /etc/piconet/boards).")

@@ -37,6 +37,26 @@ import Testing
         #expect(p.update(changed, now: 1_764_050_012.5).count == 1, "republished after stateInterval")
     }
 
+    /// A node the hub forgot: empty retained payloads for exactly the retained topics it was
+    /// given (its state and its five discovery configs), its numbers gone, another node untouched;
+    /// seen again later, it is announced afresh from seq 1.
+    @Test func forgetClearsTheRetainedTopicsItPublished() throws {
+        var p = FleetPublisher(hubName: "hall")
+        let published = p.update(Self.sample(), now: 1_764_050_000)
+        var other = Self.sample()
+        other.id = "ffffffffffffffffffffffffffffffff"
+        _ = p.update(other, now: 1_764_050_000)
+        _ = p.heartRate(node: Self.node, bpm: [70], rr: [], now: 1_764_050_001)
+        #expect(p.nodeLevels == [Self.node, other.id])
+        let clears = p.forget(level: Self.node)
+        #expect(Set(clears.map(\.topic)) == Set(published.filter(\.retain).map(\.topic)))
+        #expect(clears.count == 6 && clears.allSatisfy { $0.retain && $0.payload.isEmpty && $0.sequence == 0 })
+        #expect(p.nodeLevels == [other.id])
+        #expect(p.sequences.keys.allSatisfy { !$0.contains(Self.node) })
+        let again = p.update(Self.sample(), now: 1_764_050_002)
+        #expect(again.count == 6 && again.last?.sequence == 1, "discovery again, numbering from 1")
+    }
+
     @Test func unknownValuesAreNull() {
         var p = FleetPublisher(hubName: "h")
         let m = p.update(FleetNode(id: "n1", name: "x", state: "connecting"), now: 10).last

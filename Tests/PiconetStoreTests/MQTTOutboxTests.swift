@@ -24,6 +24,17 @@ import Testing
         #expect(try outbox.sequences() == ["piconet/h/n/hr": 5])
     }
 
+    /// A forgotten node's numbers go; a node whose level only matches as a LIKE pattern
+    /// (`_` is a wildcard there) keeps its own; the queued messages stay (they are owed to the broker).
+    @Test func forgettingANodeDeletesOnlyItsSequences() throws {
+        let outbox = try MQTTOutbox(path: ":memory:")
+        try outbox.append([Self.message("piconet/h/n_1/state", 4, .state), Self.message("piconet/h/n_1/hr", 9),
+                           Self.message("piconet/h/nx1/hr", 3), Self.message("piconet/h/n_10/hr", 2)])
+        try outbox.forgetSequences(topicPrefix: "piconet/h/n_1/")
+        #expect(try outbox.sequences() == ["piconet/h/nx1/hr": 3, "piconet/h/n_10/hr": 2])
+        #expect(outbox.count == 4)
+    }
+
     @Test func boundedSamplesDroppedFirstSummariesKept() throws {
         let outbox = try MQTTOutbox(path: ":memory:", capacity: 4, hardLimit: 6)
         try outbox.append([Self.message("s", 1, .summary), Self.message("hr", 1), Self.message("st", 1, .state), Self.message("hr", 2)])
