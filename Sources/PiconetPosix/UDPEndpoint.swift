@@ -142,47 +142,47 @@ public final class UDPEndpoint: DatagramEndpoint {
     // swaps it back), so the check could never fire; yet each was a runtime call with a
     // thread-local lookup, about ten per message sent and received.
     public let loop: EpollLoop
-    private let socket: OwnedDescriptor
-    @exclusivity(unchecked) private var registration: Registration?
-    private let options: Options
-    @exclusivity(unchecked) public private(set) var localAddress: EndpointAddress
+    let socket: OwnedDescriptor
+    @exclusivity(unchecked) var registration: Registration?
+    let options: Options
+    @exclusivity(unchecked) public internal(set) var localAddress: EndpointAddress
     public var maximumDatagramSize: Int { options.maximumDatagramSize }
     @exclusivity(unchecked) public var onDatagram: ((Datagram) -> Void)?
     @exclusivity(unchecked) public var onWritable: (() -> Void)?
-    @exclusivity(unchecked) public private(set) var statistics = Statistics()
+    @exclusivity(unchecked) public internal(set) var statistics = Statistics()
     /// The kernel's SO_RXQ_OVFL count last seen (a wrapping 32-bit counter of this socket).
-    @exclusivity(unchecked) private var kernelDropCount: UInt32 = 0
+    @exclusivity(unchecked) var kernelDropCount: UInt32 = 0
     /// Datagrams (and errors) the last readable wake-up took (`Options.deliverLoneDatagramFirst`).
-    @exclusivity(unchecked) private var takenLastWakeUp = 0
+    @exclusivity(unchecked) var takenLastWakeUp = 0
     public var isClosed: Bool { socket.isClosed }
     /// Whether sends still use UDP GSO: asked for, and not refused by the kernel yet.
-    @exclusivity(unchecked) public private(set) var isSegmentationActive: Bool
+    @exclusivity(unchecked) public internal(set) var isSegmentationActive: Bool
     /// Whether the kernel took UDP_GRO on this socket.
-    @exclusivity(unchecked) public private(set) var isReceiveOffloadActive = false
+    @exclusivity(unchecked) public internal(set) var isReceiveOffloadActive = false
     /// Whether the kernel took SO_RXQ_OVFL on this socket (`Statistics.kernelDropped` counts).
-    @exclusivity(unchecked) public private(set) var isCountingKernelDrops = false
+    @exclusivity(unchecked) public internal(set) var isCountingKernelDrops = false
     /// The largest GRO buffer (the kernel stops coalescing below 64 KiB).
     static let receiveOffloadBufferSize = 65_536
 
     // The receive pool, reused for every batch; the send pool, made on the first batch send.
-    private let receivePool: DatagramBatch
-    @exclusivity(unchecked) private var sendPool: DatagramBatch?
+    let receivePool: DatagramBatch
+    @exclusivity(unchecked) var sendPool: DatagramBatch?
     // The sendmmsg vector over the send pool: one entry per datagram or GSO run.
-    @exclusivity(unchecked) private var sendRuns: SendRuns?
+    @exclusivity(unchecked) var sendRuns: SendRuns?
     // The array `onDatagram` sees, reused from datagram to datagram (see `deliver`).
-    @exclusivity(unchecked) private var lentBuffer: [UInt8] = []
+    @exclusivity(unchecked) var lentBuffer: [UInt8] = []
     // Coalesced sends waiting in `sendPool[0..<pendingSends]`, and whether a flush is scheduled.
-    @exclusivity(unchecked) private var pendingSends = 0
-    @exclusivity(unchecked) private var flushScheduled = false
+    @exclusivity(unchecked) var pendingSends = 0
+    @exclusivity(unchecked) var flushScheduled = false
     /// The loop turn (its `now`, stable within a turn) whose first datagram went out directly.
-    @exclusivity(unchecked) private var lastDirectSendTurn: Instant?
+    @exclusivity(unchecked) var lastDirectSendTurn: Instant?
     /// What the deferred flush captures instead of `self` (Embedded Swift has no `weak`).
-    private lazy var handle = OwnerHandle(self)
+    lazy var handle = OwnerHandle(self)
     deinit { handle.sever() }
     /// The deferred flush, made once: scheduling the same closure every turn allocates nothing.
-    private lazy var scheduledFlush: () -> Void = { [handle] in handle.owner?.flushPendingSends() }
+    lazy var scheduledFlush: () -> Void = { [handle] in handle.owner?.flushPendingSends() }
     // A coalesced flush met EAGAIN: sends answer `.wouldBlock` until the socket is writable.
-    @exclusivity(unchecked) private var sendStalled = false
+    @exclusivity(unchecked) var sendStalled = false
 
     /// Opens a socket bound to `address` (port 0 = ephemeral; `localAddress` has the real port).
     /// The corresponding C functions are `socket`, `setsockopt`, `bind`, `getsockname`.
@@ -220,57 +220,6 @@ public final class UDPEndpoint: DatagramEndpoint {
         registration = try loop.register(socket.descriptor, interest: .read) { events in
             self.handle(events)
         }
-    }
-
-    // MARK: multicast
-
-    /// Joins `group` on the interface with index `interfaceIndex` (0: the kernel picks).
-    /// The corresponding C function is `setsockopt(IP_ADD_MEMBERSHIP)` with `ip_mreqn`.
-    public func joinMulticastGroup(_ group: IPv4Address, interfaceIndex: Int) throws(IOError) {
-        try Sys.setSocketOption(socket.rawValue, CInt(IPPROTO_IP), IP_ADD_MEMBERSHIP,
-                                value: Self.membership(group, interfaceIndex))
-    }
-
-    /// Leaves a group joined with `joinMulticastGroup`.
-    /// The corresponding C function is `setsockopt(IP_DROP_MEMBERSHIP)`.
-    public func leaveMulticastGroup(_ group: IPv4Address, interfaceIndex: Int) throws(IOError) {
-        try Sys.setSocketOption(socket.rawValue, CInt(IPPROTO_IP), IP_DROP_MEMBERSHIP,
-                                value: Self.membership(group, interfaceIndex))
-    }
-
-    /// Joins `group` on the interface that has `interfaceAddress` (for callers that think in addresses).
-    public func joinMulticastGroup(_ group: IPv4Address, interfaceAddress: IPv4Address) throws(IOError) {
-        try Sys.setSocketOption(socket.rawValue, CInt(IPPROTO_IP), IP_ADD_MEMBERSHIP,
-                                value: Self.membership(group, 0, address: interfaceAddress))
-    }
-
-    private static func membership(_ group: IPv4Address, _ index: Int, address: IPv4Address = .any) -> ip_mreqn {
-        var m = ip_mreqn()
-        m.imr_multiaddr = group.inAddr
-        m.imr_address = address.inAddr
-        m.imr_ifindex = CInt(clamping: index)
-        return m
-    }
-
-    /// Sends multicast out of the interface that has `address` (IP_MULTICAST_IF).
-    public func setMulticastInterface(address: IPv4Address) throws(IOError) {
-        try Sys.setSocketOption(socket.rawValue, CInt(IPPROTO_IP), IP_MULTICAST_IF, value: address.inAddr)
-    }
-
-    /// Sends multicast out of the interface with index `interfaceIndex` (IP_MULTICAST_IF with ip_mreqn).
-    public func setMulticastInterface(index interfaceIndex: Int) throws(IOError) {
-        try Sys.setSocketOption(socket.rawValue, CInt(IPPROTO_IP), IP_MULTICAST_IF,
-                                value: Self.membership(.any, interfaceIndex))
-    }
-
-    /// Whether our own multicast comes back to sockets on this host (IP_MULTICAST_LOOP; kernel default on).
-    public func setMulticastLoop(_ on: Bool) throws(IOError) {
-        try Sys.setSocketOption(socket.rawValue, CInt(IPPROTO_IP), IP_MULTICAST_LOOP, on ? 1 : 0)
-    }
-
-    /// Hop limit for multicast (IP_MULTICAST_TTL; mDNS uses 255, kernel default 1).
-    public func setMulticastTTL(_ ttl: UInt8) throws(IOError) {
-        try Sys.setSocketOption(socket.rawValue, CInt(IPPROTO_IP), IP_MULTICAST_TTL, CInt(ttl))
     }
 
     // MARK: DatagramEndpoint
@@ -323,7 +272,7 @@ public final class UDPEndpoint: DatagramEndpoint {
 
     /// Sends the coalesced datagrams with `sendmmsg`, resuming after partial sends; what the
     /// kernel refuses is counted (see `Options.coalesceSends`). The corresponding C function is `sendmmsg`.
-    private func flushPendingSends() {
+    func flushPendingSends() {
         flushScheduled = false
         guard pendingSends > 0, let pool = sendPool else { return }
         let count = pendingSends
@@ -545,157 +494,5 @@ public final class UDPEndpoint: DatagramEndpoint {
         socket.close()
         onDatagram = nil
         onWritable = nil
-    }
-
-    // MARK: events
-
-    private func handle(_ events: Events) {
-        if events.contains(.writable), let registration {
-            sendStalled = false
-            try? loop.modify(registration, interest: .read)
-            onWritable?()
-        }
-        if events.contains(.readable) || events.contains(.error) {
-            receiveAll()
-        }
-    }
-
-    private func receiveAll() {
-        var taken = 0
-        let pool = receivePool
-        var loneFirst = options.deliverLoneDatagramFirst && takenLastWakeUp <= 1
-        defer { takenLastWakeUp = taken }
-        while taken < options.maximumDatagramsPerWakeUp, !socket.isClosed {
-            let wanted = loneFirst ? 1 : min(pool.capacity, options.maximumDatagramsPerWakeUp - taken)
-            loneFirst = false
-            pool.prepareForReceive(wanted)
-            let outcome = Result { () throws(IOError) in try Sys.recvmmsg(socket.rawValue, pool.headers, count: wanted) }
-            switch outcome {
-            case .success(.wouldBlock):
-                pool.receiveEnded(received: 0)
-                return
-            case .failure:
-                // ECONNREFUSED and friends from earlier sends: counted, the socket stays usable.
-                pool.receiveEnded(received: 0)
-                statistics.receiveErrors += 1
-                taken += 1
-            case let .success(.processed(count)):
-                pool.receiveEnded(received: count)
-                if count > 0 { statistics.receiveBatches += 1 }
-                taken += count
-                for i in 0..<count where !socket.isClosed {
-                    deliverDatagrams(inSlot: i)
-                }
-                // A short batch emptied the queue: skip the call that would only say EAGAIN.
-                if count < wanted { return }
-            }
-        }
-    }
-
-    /// Hands the datagrams of receive slot `i` to `onDatagram`: the one it holds, or each one a
-    /// GRO buffer holds (cut at the UDP_GRO size; the last may be shorter), in order.
-    private func deliverDatagrams(inSlot i: Int) {
-        let pool = receivePool
-        // One walk of the control messages for all three, not three walks, and the drop count taken after the delivery, not before it.
-        let control = Self.controlInfo(&pool.headers[i].msg_hdr)
-        defer { countKernelDrops(control.drops) }
-        guard isReceiveOffloadActive, let segment = control.segmentSize,
-              pool.headers[i].msg_hdr.msg_flags & CInt(MSG_TRUNC) == 0 else {
-            if var d = datagram(inSlot: i, info: control.packetInfo) { deliver(&d, pool.received(i)) }
-            return
-        }
-        let bytes = pool.received(i)
-        let pieces = (bytes.count + segment - 1) / segment
-        guard segment <= options.maximumDatagramSize else {
-            statistics.truncatedDropped += pieces   // each one larger than we accept
-            return
-        }
-        guard var d = datagram(inSlot: i, info: control.packetInfo, whole: false) else { return }
-        if pieces > 1 { statistics.coalescedReceives += 1 }
-        var start = 0
-        while start < bytes.count, !socket.isClosed {
-            let end = min(start + segment, bytes.count)
-            deliver(&d, UnsafeRawBufferPointer(rebasing: bytes[start..<end]))
-            start = end
-        }
-    }
-
-    /// SO_RXQ_OVFL's running count of the socket's drops, as the kernel last gave it: what it
-    /// grew by since last seen (modulo 2^32; never backwards) goes to `kernelDropped`.
-    private func countKernelDrops(_ total: UInt32?) {
-        guard isCountingKernelDrops, let total else { return }
-        let grown = total &- kernelDropCount
-        if grown < 0x8000_0000 {
-            statistics.kernelDropped += Int(grown)
-            kernelDropCount = total
-        }
-    }
-
-    /// Calls `onDatagram` with `bytes` in `d`, copied into an array this endpoint lends for the
-    /// call and takes back after it: no allocation per datagram while handlers only read it
-    /// (as a session does). A handler that keeps the array keeps a valid copy: the next
-    /// datagram then finds the buffer shared and copy-on-write gives it a fresh one.
-    private func deliver(_ d: inout Datagram, _ bytes: UnsafeRawBufferPointer) {
-        swap(&d.bytes, &lentBuffer)
-        d.bytes.overwrite(with: bytes)
-        statistics.received += 1
-        onDatagram?(d)
-        swap(&d.bytes, &lentBuffer)
-    }
-
-    /// The datagram in receive slot `i` without its bytes (`deliver` lends them), or nil
-    /// (counted) when it was cut, came from an address we cannot represent or arrived on an
-    /// interface we do not accept. With `whole: false` (a GRO buffer, judged by its segment
-    /// size) the length is not checked here.
-    private func datagram(inSlot i: Int, info: (index: Int, destination: IPv4Address)?, whole: Bool = true) -> Datagram? {
-        let pool = receivePool
-        let count = Int(pool.headers[i].msg_len)
-        if whole, pool.headers[i].msg_hdr.msg_flags & CInt(MSG_TRUNC) != 0 || count > options.maximumDatagramSize {
-            statistics.truncatedDropped += 1
-            return nil
-        }
-        guard let from = SocketAddress(pool.names[i])?.endpoint else {
-            statistics.unknownSourceDropped += 1
-            return nil
-        }
-        if let accepted = options.acceptedInterfaces, !accepted.contains(info?.index ?? -1) {
-            statistics.foreignInterfaceDropped += 1
-            return nil
-        }
-        // Made whole in one initialiser: built and then filled in, the compiler made a second
-        // Datagram and copied it (retains, releases and outlined copies).
-        guard let info else { return Datagram(bytes: [], source: from) }
-        return Datagram(bytes: [], source: from, interfaceIndex: info.index,
-                        destination: info.destination.endpoint(port: localAddress.port))
-    }
-
-    /// What the kernel put beside a datagram, from one walk of its control messages: UDP_GRO's
-    /// segment size (present only when the kernel coalesced several datagrams into the buffer;
-    /// nil for a nonsensical 0), IP_PKTINFO's interface and destination address, SO_RXQ_OVFL's
-    /// count of the socket's drops so far. A header whose length does not cover its data (a
-    /// control buffer the kernel had to cut, MSG_CTRUNC) is skipped: reading past it would read
-    /// the next slot's bytes.
-    private static func controlInfo(_ msg: inout msghdr)
-        -> (segmentSize: Int?, packetInfo: (index: Int, destination: IPv4Address)?, drops: UInt32?) {
-        var segmentSize: Int?, packetInfo: (index: Int, destination: IPv4Address)?, drops: UInt32?
-        var c = piconet_cmsg_firsthdr(&msg)
-        while let h = c {
-            let level = h.pointee.cmsg_level, type = h.pointee.cmsg_type, length = Int(h.pointee.cmsg_len)
-            func data(_ size: Int) -> UnsafeRawPointer? {
-                guard length >= piconet_cmsg_len(size), let d = piconet_cmsg_data(h) else { return nil }
-                return UnsafeRawPointer(d)
-            }
-            if level == piconet_sol_udp, type == piconet_udp_gro, let d = data(MemoryLayout<CInt>.size) {
-                let size = Int(d.loadUnaligned(as: CInt.self))
-                segmentSize = size > 0 ? size : nil
-            } else if level == CInt(IPPROTO_IP), type == IP_PKTINFO, let d = data(MemoryLayout<in_pktinfo>.size) {
-                let info = d.loadUnaligned(as: in_pktinfo.self)
-                packetInfo = (Int(info.ipi_ifindex), IPv4Address(info.ipi_addr))
-            } else if level == SOL_SOCKET, type == SO_RXQ_OVFL, let d = data(MemoryLayout<UInt32>.size) {
-                drops = d.loadUnaligned(as: UInt32.self)
-            }
-            c = piconet_cmsg_nxthdr(&msg, h)
-        }
-        return (segmentSize, packetInfo, drops)
     }
 }

@@ -134,6 +134,15 @@ import Testing
         #expect(offenders.isEmpty, "the default generator in Sources (use SecureRandom or a generator passed in): \(offenders)")
     }
 
+    /// A file past 600 lines does more than one job: split it by concern (an extension per file).
+    @Test func noSourceFileIsLongerThan600Lines() throws {
+        let files = try Self.swiftFiles(under: Self.packageRoot + "/Sources", relative: "Sources")
+        #expect(files.count > 100, "the scan found the sources")
+        let long = files.map { ($0.path, $0.text.split(separator: "\n", omittingEmptySubsequences: false).count) }
+            .filter { $0.1 > 600 }.map { "\($0.0): \($0.1) lines" }
+        #expect(long.isEmpty, "over 600 lines: \(long)")
+    }
+
     @Test func theScannersSeeWhatTheyLookFor() {
         #expect(Self.defaultGeneratorUses(in: "var rng = SystemRandomNumberGenerator()").count == 1)
         #expect(Self.defaultGeneratorUses(in: "let b = UInt8.random(in: 0...255)").count == 1)
