@@ -51,39 +51,24 @@ public struct FrameHeader: WireCodable, Equatable, Sendable {
 }
 
 /// Every frame type Piconet speaks. Ranges are reserved per layer so layers
-/// can add types without colliding.
-public struct FrameType: RawRepresentable, Hashable, Sendable, CustomStringConvertible {
-    public let rawValue: UInt8
-    public init?(rawValue: UInt8) {
-        guard FrameType.isKnown(rawValue) else { return nil }
-        self.rawValue = rawValue
-    }
-    private init(_ v: UInt8) { rawValue = v }
-
+/// can add types without colliding. An enum: the compiler checks every switch over it, and
+/// `init(rawValue:)` is its generated switch (no set lookup per received frame).
+public enum FrameType: UInt8, CaseIterable, Sendable, CustomStringConvertible {
     // 0x01–0x1F: session layer (handshake, data, acks, keep-alive, invitations).
-    public static let handshake = FrameType(0x01)
-    public static let invitation = FrameType(0x02)
-    public static let invitationReply = FrameType(0x03)
-    public static let data = FrameType(0x04)
-    public static let ack = FrameType(0x05)
-    public static let keepAlive = FrameType(0x06)
-    public static let close = FrameType(0x07)
-    public static let resume = FrameType(0x08)
+    case handshake = 0x01
+    case invitation = 0x02
+    case invitationReply = 0x03
+    case data = 0x04
+    case ack = 0x05
+    case keepAlive = 0x06
+    case close = 0x07
+    case resume = 0x08
     // 0x20–0x3F: sensors and hub.
-    public static let samples = FrameType(0x20)
-    public static let summary = FrameType(0x21)
-    // 0x40–0x5F: push, group, app services (future issues).
-    public static let push = FrameType(0x40)
-    public static let group = FrameType(0x50)
-
-    /// The types above. A switch, not a `Set`: every received frame is checked, and a set lookup
-    /// hashed the byte with SipHash behind a lazy global's once-check.
-    static func isKnown(_ v: UInt8) -> Bool {
-        switch v {
-        case 0x01...0x08, 0x20, 0x21, 0x40, 0x50: return true
-        default: return false
-        }
-    }
+    case samples = 0x20
+    case summary = 0x21
+    // 0x40–0x5F: push, group, app services.
+    case push = 0x40
+    case group = 0x50
 
     public var description: String { "0x" + String(rawValue, radix: 16) }
 }
