@@ -92,8 +92,9 @@ public struct StreamMux {
         let id = StreamID(rawValue: nextLocal)
         nextLocal &+= 2
         let window = UInt64(configuration.receiveWindow)
-        streams[id] = Stream(name: wireText(name, maxBytes: StreamFrame.maximumNameLength), sendLimit: 0, receiveLimit: window)
-        control.append(.open(id, name: name, credit: UInt32(clamping: window)))
+        let shown = wireText(name, maxBytes: StreamFrame.maximumNameLength)
+        streams[id] = Stream(name: shown, sendLimit: 0, receiveLimit: window)
+        control.append(.open(id, name: shown, credit: UInt32(clamping: window)))
         return id
     }
 
