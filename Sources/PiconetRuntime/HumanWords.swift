@@ -39,6 +39,19 @@ public enum HumanWords {
         case let .received(bytes, p, _): "message of \(bytes.count) bytes from \(p)"
         case let .invitationReceived(r): "invitation from \"\(TerminalText.escaped(r.displayName))\" (\(r.peer))"
         case let .invitationFinished(_, outcome): "invitation \(outcome)"
+        case let .stream(p, e): "peer \(p): \(stream(e))"
+        }
+    }
+
+    /// One line for a stream event; the stream's name is the peer's choice (escaped).
+    public static func stream(_ e: StreamEvent) -> String {
+        switch e {
+        case let .opened(id, name): "stream \(id.rawValue) opened: \"\(TerminalText.escaped(name))\""
+        case let .received(id, bytes): "stream \(id.rawValue): \(bytes.count) bytes"
+        case let .finished(id): "stream \(id.rawValue) finished by the peer"
+        case let .reset(id, reason, byPeer): "stream \(id.rawValue) reset \(byPeer ? "by the peer" : "here"): \(reason)"
+        case let .unstalled(id): "stream \(id.rawValue) can take more bytes"
+        case let .closed(id): "stream \(id.rawValue) closed"
         }
     }
 

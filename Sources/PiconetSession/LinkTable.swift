@@ -47,6 +47,8 @@ struct Link {
         var name = ""
         var instance: UInt64 = 0
         var verificationCode = ""
+        /// What the peer's session layer understands (`HandshakePayload` feature bits).
+        var features: UInt32 = 0
     }
 
     /// The Noise exchange and its retransmission.
@@ -109,6 +111,8 @@ struct Channels {
     var acksOwed = 0
     /// When the owed ack goes out at the latest (`acknowledgementDelay` after the first owed).
     var ackDue: Instant?
+    /// The peer's byte streams, made on first use (a link that carries only messages has none).
+    var streams: StreamMux?
 }
 
 /// Every link of a session, indexed three ways: by our link index (what sealed frames

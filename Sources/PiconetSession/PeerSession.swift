@@ -146,6 +146,36 @@ public final class PeerSession {
         try send(message, to: connectedPeers, mode: mode)
     }
 
+    /// Opens a byte stream to a connected peer (see `SessionMachine.openStream(named:to:now:)`);
+    /// what happens on it arrives as `.stream(peer, …)` events.
+    public func openStream(named name: String, to peer: PeerID) throws(SessionError) -> StreamID {
+        let (id, actions) = try machine.openStream(named: name, to: peer, now: loop.now)
+        perform(actions)
+        return id
+    }
+
+    /// Buffers what fits; returns the bytes taken (fewer: wait for `.stream(peer, .unstalled(id))`).
+    public func write(_ bytes: [UInt8], on id: StreamID, to peer: PeerID) throws(SessionError) -> Int {
+        let (n, actions) = try machine.writeStream(bytes, on: id, to: peer, now: loop.now)
+        perform(actions)
+        return n
+    }
+
+    /// Ends our direction of the stream once its buffered bytes are sent.
+    public func finish(_ id: StreamID, to peer: PeerID) throws(SessionError) {
+        perform(try machine.finishStream(id, to: peer, now: loop.now))
+    }
+
+    /// Ends the stream both ways now; the peer learns `reason`.
+    public func reset(_ id: StreamID, of peer: PeerID, reason: StreamResetReason = .cancelled) {
+        perform(machine.resetStream(id, of: peer, reason: reason, now: loop.now))
+    }
+
+    /// The application read `count` bytes of a stream's `.received` data: grants the peer more credit.
+    public func consumed(_ count: Int, on id: StreamID, of peer: PeerID) {
+        perform(machine.consumedStream(count, on: id, of: peer, now: loop.now))
+    }
+
     public func disconnect(_ peer: PeerID) { perform(machine.disconnect(peer, now: loop.now)) }
 
     /// The transport lost its path to `address` (see `SessionMachine.pathFailed`).

@@ -76,6 +76,8 @@ public struct ReliableSender: Sendable {
         var index: UInt16
         var count: UInt16
         var payload: [UInt8]
+        /// A piece of a stream-layer message (sent as data kind 2).
+        var streamLayer = false
         var firstSent: Instant?
         /// When this fragment last left (RACK compares it with what arrived).
         var lastSent: Instant?
@@ -122,7 +124,8 @@ public struct ReliableSender: Sendable {
     public var isIdle: Bool { outstandingFragments == 0 }
 
     /// Queues one message. Refuses it when too large or when the channel is already stalled.
-    public mutating func enqueue(_ message: [UInt8]) throws(SessionError) -> SendStatus {
+    /// `streamLayer`: the message is the stream layer's, delivered to the peer's streams.
+    public mutating func enqueue(_ message: [UInt8], streamLayer: Bool = false) throws(SessionError) -> SendStatus {
         guard message.count <= configuration.maximumMessageSize else {
             throw .messageTooLarge(size: message.count, limit: configuration.maximumMessageSize)
         }
@@ -135,7 +138,7 @@ public struct ReliableSender: Sendable {
         for i in 0..<count {
             let lo = i * size, hi = min(message.count, lo + size)
             fragments.append(Fragment(seq: nextSeq, index: UInt16(i), count: UInt16(count),
-                                      payload: lo < hi ? Array(message[lo..<hi]) : []))
+                                      payload: lo < hi ? Array(message[lo..<hi]) : [], streamLayer: streamLayer))
             nextSeq += 1
         }
         bufferedBytes += message.count
@@ -253,7 +256,8 @@ public struct ReliableSender: Sendable {
     }
 
     private func frame(_ f: Fragment) -> DataFrame {
-        DataFrame(kind: .reliable(seq: f.seq, fragmentIndex: f.index, fragmentCount: f.count), payload: f.payload)
+        DataFrame(kind: .reliable(seq: f.seq, fragmentIndex: f.index, fragmentCount: f.count), payload: f.payload,
+                  isStreamLayer: f.streamLayer)
     }
 
     /// When `poll` has something to do: `now`-ish (`.zero`) when unsent fragments fit in the
@@ -380,6 +384,7 @@ public struct ReliableSender: Sendable {
             var i = start
             while i < fragments.count {
                 let end = min(fragments.count, i + Int(fragments[i].count))
+                let streamLayer = fragments[i].streamLayer
                 var message: [UInt8] = []
                 for j in i..<end { message += fragments[j].payload }
                 let count = max(1, (message.count + size - 1) / size)
@@ -395,7 +400,7 @@ public struct ReliableSender: Sendable {
                     for k in 0..<count {
                         let lo = k * size, hi = min(message.count, lo + size)
                         recut.append(Fragment(seq: seq, index: UInt16(k), count: UInt16(count),
-                                              payload: lo < hi ? Array(message[lo..<hi]) : []))
+                                              payload: lo < hi ? Array(message[lo..<hi]) : [], streamLayer: streamLayer))
                         seq += 1
                     }
                 }
@@ -445,8 +450,11 @@ public struct ReliableReceiver: Sendable {
     public let configuration: ReliableConfiguration
     /// The next fragment needed; everything below was delivered.
     public private(set) var next: UInt64 = 0
-    private var buffer: [UInt64: (index: UInt16, count: UInt16, payload: [UInt8])] = [:]
+    private var buffer: [UInt64: (index: UInt16, count: UInt16, payload: [UInt8], streamLayer: Bool)] = [:]
     private var assembly: [UInt8] = []
+    private var assemblyStreamLayer = false
+    /// Complete stream-layer messages, in order, for the session's streams (`takeStreamLayerMessages`).
+    public private(set) var streamLayerMessages: [[UInt8]] = []
     private var assemblyCount: UInt16 = 0
     private var assemblyNext: UInt16 = 0
     public private(set) var duplicates = 0
@@ -472,8 +480,10 @@ public struct ReliableReceiver: Sendable {
 
     /// One fragment. `allowance`: the most out-of-order bytes this receiver may hold now
     /// (the session passes what its total budget has left); an in-order fragment is always taken.
+    /// `streamLayer`: the fragment is the stream layer's (data kind 2); its complete messages go
+    /// to `streamLayerMessages`, not `.delivered`.
     public mutating func receive(seq: UInt64, index: UInt16, count: UInt16, payload: [UInt8],
-                                 allowance: Int = .max) -> Outcome {
+                                 allowance: Int = .max, streamLayer: Bool = false) -> Outcome {
         if seq < next || buffer[seq] != nil {
             duplicates += 1
             return .duplicate
@@ -489,7 +499,7 @@ public struct ReliableReceiver: Sendable {
             bufferFullDrops += 1
             return .bufferFull
         }
-        buffer[seq] = (index, count, payload)
+        buffer[seq] = (index, count, payload, streamLayer)
         bufferedBytes += payload.count
         var messages: [[UInt8]] = []
         while let f = buffer.removeValue(forKey: next) {
@@ -498,10 +508,12 @@ public struct ReliableReceiver: Sendable {
             if f.index == 0 {
                 guard assemblyCount == 0 else { return reset("new message inside another") }
                 assemblyCount = f.count
+                assemblyStreamLayer = f.streamLayer
             } else {
                 guard f.count == assemblyCount, f.index == assemblyNext else {
                     return reset("fragment \(f.index) of \(f.count) out of sequence")
                 }
+                guard f.streamLayer == assemblyStreamLayer else { return reset("fragment \(f.index) changes layer") }
             }
             assemblyNext = f.index &+ 1
             guard assembly.count + f.payload.count <= configuration.maximumMessageSize else {
@@ -509,13 +521,19 @@ public struct ReliableReceiver: Sendable {
             }
             assembly += f.payload
             if f.index + 1 == f.count {
-                messages.append(assembly)
+                if assemblyStreamLayer { streamLayerMessages.append(assembly) } else { messages.append(assembly) }
                 assembly = []
                 assemblyCount = 0
                 assemblyNext = 0
             }
         }
         return .delivered(messages)
+    }
+
+    /// The stream layer's complete messages since the last call, in order.
+    public mutating func takeStreamLayerMessages() -> [[UInt8]] {
+        defer { streamLayerMessages.removeAll() }
+        return streamLayerMessages
     }
 
     private mutating func reset(_ why: String) -> Outcome {

@@ -41,7 +41,9 @@ extension SessionMachine {
 
     /// Sends what the reliable sender has due.
     mutating func flush(_ l: inout Link, now: Instant) {
-        guard l.phase == .established, !l.liveness.lost, l.channels.sender.mayPoll(now: now) else { return }
+        guard l.phase == .established, !l.liveness.lost else { return }
+        if l.channels.streams != nil { pullStreamFrames(&l) }
+        guard l.channels.sender.mayPoll(now: now) else { return }
         let before = l.channels.sender.retransmissions
         for frame in l.channels.sender.poll(now: now) {
             seal(frame, type: .data, link: &l, now: now)
@@ -213,9 +215,11 @@ extension SessionMachine {
             }
             // Only an in-order fragment with nothing buffered beyond it may wait for company.
             var immediately = true
-            switch l.channels.receiver.receive(seq: seq, index: index, count: count, payload: d.payload, allowance: allowance) {
+            switch l.channels.receiver.receive(seq: seq, index: index, count: count, payload: d.payload, allowance: allowance,
+                                               streamLayer: d.isStreamLayer) {
             case let .delivered(messages):
                 for m in messages { emit(.received(m, from: peer, mode: .reliable)) }
+                if !l.channels.receiver.streamLayerMessages.isEmpty { receiveStreamFrames(&l) }
                 immediately = seq > l.channels.receiver.next || l.channels.receiver.hasOutOfOrder
             case .duplicate:
                 statistics.duplicateFragments += 1   // our ack may have been lost: at once

@@ -130,16 +130,29 @@ func wireText(_ text: String, maxBytes: Int) -> String {
     return String(kept)
 }
 
+///
+///     preference u8 | instance u64 | name length u8 | name | features u32 | (later extensions)
+///
+/// `features` says what the sender's session layer understands beyond messages; a payload
+/// without it (an older peer) means none. Bytes after it are ignored, so a later field does
+/// not break the handshake with this version.
 public struct HandshakePayload: WireCodable, Equatable, Sendable {
     public static let maxNameLength = 63
+    /// Feature bits.
+    public static let streamsFeature: UInt32 = 1
+    /// What this version sends.
+    public static let supportedFeatures: UInt32 = streamsFeature
     public var preference: EncryptionPreference
     public var instance: UInt64
     public var displayName: String
+    public var features: UInt32
 
-    public init(preference: EncryptionPreference, instance: UInt64, displayName: String) {
+    public init(preference: EncryptionPreference, instance: UInt64, displayName: String,
+                features: UInt32 = HandshakePayload.supportedFeatures) {
         self.preference = preference
         self.instance = instance
         self.displayName = displayName
+        self.features = features
     }
 
     public init(parsing r: inout ByteReader) throws(WireError) {
@@ -154,6 +167,8 @@ public struct HandshakePayload: WireCodable, Equatable, Sendable {
             throw .tooLong(field: "display name", length: n, limit: HandshakePayload.maxNameLength)
         }
         displayName = HandshakePayload.fitted(String(decoding: try r.readBytes(n), as: UTF8.self))
+        features = r.remaining >= 4 ? try r.readUInt32() : 0
+        _ = r.readRemaining()
     }
 
     /// `name` as it is sent: at most `maxNameLength` UTF-8 bytes, cut between characters.
@@ -165,9 +180,11 @@ public struct HandshakePayload: WireCodable, Equatable, Sendable {
         let name = Array(HandshakePayload.fitted(displayName).utf8)
         w.writeUInt8(UInt8(name.count))
         w.writeBytes(name)
+        // None: the older form (the first handshake message keeps it; it says nothing yet).
+        if features != 0 { w.writeUInt32(features) }
     }
 
-    public var encodedLength: Int { 10 + HandshakePayload.fitted(displayName).utf8.count }
+    public var encodedLength: Int { (features != 0 ? 14 : 10) + HandshakePayload.fitted(displayName).utf8.count }
 }
 
 /// The outer shape of every post-handshake frame.
@@ -233,10 +250,12 @@ public struct SealedFrame: WireCodable, Equatable, Sendable {
 
 /// Application data (type 0x04, inner).
 ///
-///     kind u8 (0 reliable, 1 unreliable) | seq u64 | [fragment index u16 | fragment count u16] | payload
+///     kind u8 (0 reliable, 1 unreliable, 2 reliable stream layer) | seq u64 | [fragment index u16 | fragment count u16] | payload
 ///
 /// Reliable: `seq` numbers fragments of the per-link stream (cumulative
-/// ack and SACK refer to it). Unreliable: `seq` feeds the replay window.
+/// ack and SACK refer to it). Kind 2 is a reliable fragment whose message belongs to the
+/// stream layer (a `StreamFrame`) rather than the application: one sequence space, one set
+/// of acks, so streams need no reliability of their own. Unreliable: `seq` feeds the replay window.
 /// The payload runs to the end of the sealed body, whose length the outer header carries.
 public struct DataFrame: WireCodable, Equatable, Sendable {
     public enum Kind: Equatable, Sendable {
@@ -249,14 +268,17 @@ public struct DataFrame: WireCodable, Equatable, Sendable {
 
     public var kind: Kind
     public var payload: [UInt8]
+    /// A reliable fragment of the stream layer's messages (kind 2), not the application's.
+    public var isStreamLayer = false
 
-    public init(kind: Kind, payload: [UInt8]) {
+    public init(kind: Kind, payload: [UInt8], isStreamLayer: Bool = false) {
         self.kind = kind
         self.payload = payload
+        self.isStreamLayer = isStreamLayer
     }
 
     public init(parsing r: inout ByteReader) throws(WireError) {
-        kind = try DataFrame.parseKind(&r)
+        (kind, isStreamLayer) = try DataFrame.parseKind(&r)
         payload = r.readRemaining()
     }
 
@@ -265,26 +287,26 @@ public struct DataFrame: WireCodable, Equatable, Sendable {
     /// allocation. The same checks and result as `init(decoding:)`.
     init(decoding bytes: [UInt8], reusing spare: inout [UInt8]) throws(WireError) {
         var r = ByteReader(bytes)
-        kind = try DataFrame.parseKind(&r)
+        (kind, isStreamLayer) = try DataFrame.parseKind(&r)
         payload = []
         swap(&payload, &spare)
         let body = r.offset..<r.end
         bytes.withUnsafeBytes { payload.overwrite(with: UnsafeRawBufferPointer(rebasing: $0[body])) }
     }
 
-    private static func parseKind(_ r: inout ByteReader) throws(WireError) -> Kind {
+    private static func parseKind(_ r: inout ByteReader) throws(WireError) -> (Kind, stream: Bool) {
         let k = try r.readUInt8()
         switch k {
-        case 0:
+        case 0, 2:
             let seq = try r.readUInt64()
             let index = try r.readUInt16()
             let count = try r.readUInt16()
             guard count > 0, index < count else {
                 throw .invalidValue(field: "fragment", reason: "index \(index) of \(count)")
             }
-            return .reliable(seq: seq, fragmentIndex: index, fragmentCount: count)
+            return (.reliable(seq: seq, fragmentIndex: index, fragmentCount: count), k == 2)
         case 1:
-            return .unreliable(seq: try r.readUInt64())
+            return (.unreliable(seq: try r.readUInt64()), false)
         default:
             throw .invalidValue(field: "data kind", reason: "unknown value \(k)")
         }
@@ -293,7 +315,7 @@ public struct DataFrame: WireCodable, Equatable, Sendable {
     public func encode(into w: inout ByteWriter) {
         switch kind {
         case let .reliable(seq, index, count):
-            w.writeUInt8(0)
+            w.writeUInt8(isStreamLayer ? 2 : 0)
             w.writeUInt64(seq)
             w.writeUInt16(index)
             w.writeUInt16(count)

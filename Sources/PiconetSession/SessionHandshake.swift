@@ -13,7 +13,7 @@ extension SessionMachine {
     /// Initiator: writes the first Noise message into a new link.
     mutating func startHandshake(_ link: inout Link) throws(SessionError) {
         var noise = NoiseHandshake(initiator: true, staticKey: identity.keyPair, prologue: SessionMachine.prologue)
-        let payload = HandshakePayload(preference: configuration.encryption, instance: 0, displayName: "")
+        let payload = HandshakePayload(preference: configuration.encryption, instance: 0, displayName: "", features: 0)
         do {
             let m1 = try noise.writeMessage(payload: payload.encoded())
             link.handshake.noise = noise
@@ -179,7 +179,8 @@ extension SessionMachine {
         _ = fitPath(&l, path: path)   // fresh channels: always fits
         l.remoteIndex = senderIndex
         do {
-            let mine = HandshakePayload(preference: configuration.encryption, instance: instance, displayName: identity.displayName)
+            let mine = HandshakePayload(preference: configuration.encryption, instance: instance, displayName: identity.displayName,
+                                        features: configuration.features)
             let m2 = try noise.writeMessage(payload: mine.encoded())
             l.handshake.frame = HandshakeFrame(stage: .response, senderIndex: l.index, receiverIndex: senderIndex, body: m2).encoded()
         } catch {
@@ -219,7 +220,8 @@ extension SessionMachine {
             return
         }
         do {
-            let mine = HandshakePayload(preference: configuration.encryption, instance: instance, displayName: identity.displayName)
+            let mine = HandshakePayload(preference: configuration.encryption, instance: instance, displayName: identity.displayName,
+                                        features: configuration.features)
             let m3 = try noise.writeMessage(payload: mine.encoded())
             l.remoteIndex = f.senderIndex
             l.handshake.frame = HandshakeFrame(stage: .confirmation, senderIndex: l.index, receiverIndex: f.senderIndex, body: m3).encoded()
@@ -279,6 +281,7 @@ extension SessionMachine {
         l.remote.peer = PeerID(publicKey: remoteStatic)
         l.remote.name = payload.displayName
         l.remote.instance = payload.instance
+        l.remote.features = payload.features
         l.remote.verificationCode = shortAuthenticationString(handshakeHash: noise.handshakeHash)
         l.handshake.noise = nil
     }

@@ -164,6 +164,7 @@ extension SessionMachine {
             if o.remote.instance == l.remote.instance {
                 // Same process on the other side: continue its reliable streams exactly where they were.
                 l.channels = o.channels
+                table[old]?.channels.streams = nil   // they go on here: not reset with the old link
                 l.channels.sender.resendAll(from: l.channels.sender.acknowledgedUpTo, now: now)
                 statistics.resumes += 1
                 if !l.channels.sender.resize(fragmentSize: SessionMachine.reliablePayload(l.datagramSize)) {

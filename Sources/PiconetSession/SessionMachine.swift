@@ -374,11 +374,13 @@ public struct SessionMachine {
     /// Removes a link from the table; its peer's state is reported again.
     mutating func removeLink(_ index: UInt32) {
         guard let l = table.remove(index) else { return }
+        streamsEnded(l)
         if let p = l.peer { dirty.insert(p) }
     }
 
     /// A taken-out link is over: it is not put back, its index entries go.
     mutating func ended(_ l: Link) {
+        streamsEnded(l)
         table.forget(l)
         if let p = l.peer { dirty.insert(p) }
     }

@@ -17,6 +17,10 @@ public enum SessionError: Error, Equatable, Sendable, CustomStringConvertible {
     case closed
     /// The transport refused the datagram.
     case transport(TransportError)
+    /// The peer's session layer has no streams (an older version).
+    case streamsUnsupported(PeerID)
+    /// A stream operation the stream cannot take (unknown, finished, too many open).
+    case stream(StreamError)
 
     public var description: String {
         switch self {
@@ -28,6 +32,8 @@ public enum SessionError: Error, Equatable, Sendable, CustomStringConvertible {
         case .unknownInvitation: return "no such pending invitation (answered or timed out)"
         case .closed: return "the session is closed"
         case let .transport(e): return "transport: \(e)"
+        case let .streamsUnsupported(p): return "peer \(p) runs a version without streams"
+        case let .stream(e): return "stream: \(e)"
         }
     }
 }
@@ -123,6 +129,8 @@ public enum SessionEvent: Sendable, Equatable {
     case connectionRefused(EndpointAddress, CloseReason)
     /// A connected peer ended the session or a link failed for this reason.
     case peerClosed(PeerID, CloseReason)
+    /// Something happened on one of the peer's byte streams (`openStream(named:to:)`).
+    case stream(PeerID, StreamEvent)
 }
 
 /// Knobs of a session. Defaults suit sensors on a local network.
@@ -160,6 +168,10 @@ public struct SessionConfiguration: Sendable, Equatable {
     /// At most this many peers in the session; an invitation from (or accepted by) one more is
     /// declined, counted in `SessionStatistics.peersRefused`.
     public var maximumPeers = 64
+    /// Each peer's byte streams: credit per stream, send buffer, streams open at once.
+    public var streams = StreamConfiguration()
+    /// The feature bits this session announces in its handshake (tests play an older peer with 0).
+    var features = HandshakePayload.supportedFeatures
     /// Out-of-order reliable bytes held across all links at most (each link also holds at most
     /// its receive window of fragments); a piece beyond it is dropped unacknowledged and resent later.
     public var maximumReceiveBuffered = 4 << 20
@@ -237,6 +249,10 @@ public struct SessionStatistics: Sendable, Equatable {
     /// Invitations closed because the key that answered was not the expected peer's
     /// (`invite(_:expecting:…)`): an impostor, or a stale discovery record.
     public var unexpectedPeers = 0
+    /// Stream-layer messages that did not parse (dropped; the stream then sees a gap and resets).
+    public var streamFramesMalformed = 0
+    /// Stream frames refused by the streams (past the credit, a gap, unknown or too many streams).
+    public var streamViolations = 0
 }
 
 /// What the state machine asks its driver to do.

@@ -12,6 +12,8 @@ public enum StreamResetReason: UInt8, Sendable, Equatable, CustomStringConvertib
     case refused = 3
     /// The link under the stream ended.
     case linkClosed = 4
+    /// Nothing at the receiver takes streams of that name.
+    case unknownName = 5
 
     public var description: String {
         switch self {
@@ -20,6 +22,7 @@ public enum StreamResetReason: UInt8, Sendable, Equatable, CustomStringConvertib
         case .protocolViolation: return "protocol violation"
         case .refused: return "refused (too many streams)"
         case .linkClosed: return "link closed"
+        case .unknownName: return "no one here takes streams of that name"
         }
     }
 }
@@ -41,6 +44,8 @@ public enum StreamFrame: WireCodable, Equatable, Sendable {
     public static let maximumNameLength = 63
     /// The most bytes one data frame carries (a reliable fragment's worth is the real limit).
     public static let maximumData = 16 * 1024
+    /// A data frame's bytes before its data: kind, stream, offset, fin, length.
+    public static let dataHeaderLength = 16
 
     public var stream: StreamID {
         switch self {

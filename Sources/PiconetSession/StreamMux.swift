@@ -16,12 +16,20 @@ public enum StreamEvent: Equatable, Sendable {
     case closed(StreamID)
 }
 
-public enum StreamError: Error, Equatable, Sendable {
+public enum StreamError: Error, Equatable, Sendable, CustomStringConvertible {
     case unknownStream(StreamID)
     /// Written after `finish`.
     case finished(StreamID)
     /// `maximumStreams` are open.
     case tooManyStreams(limit: Int)
+
+    public var description: String {
+        switch self {
+        case let .unknownStream(id): return "no open stream \(id.rawValue)"
+        case let .finished(id): return "stream \(id.rawValue) is finished: no more writes"
+        case let .tooManyStreams(limit): return "\(limit) streams are open (the most at once)"
+        }
+    }
 }
 
 public struct StreamConfiguration: Sendable, Equatable {
@@ -82,6 +90,9 @@ public struct StreamMux {
     }
 
     public var openStreams: Int { streams.count }
+
+    /// Bytes buffered to send on every stream together.
+    public var bufferedBytes: Int { streams.values.reduce(0) { $0 + $1.buffered } }
 
     /// Bytes buffered to send on `id` (never more than `sendBufferLimit`).
     public func buffered(_ id: StreamID) -> Int { streams[id]?.buffered ?? 0 }

@@ -276,7 +276,10 @@ final class HubApp {
             if state == .notConnected { bluetoothPeerLeft(peer) }
             armNodeTimer()
             lights?.driver.show(session.connectedPeers.isEmpty ? .advertising : .paired)
-        case .invitationReceived, .unstalled, .connectionRefused, .peerClosed:
+        case let .stream(peer, .opened(id, _)):
+            // The hub serves no stream names yet: refused by name, so the opener knows at once.
+            session.reset(id, of: peer, reason: .unknownName)
+        case .invitationReceived, .unstalled, .connectionRefused, .peerClosed, .stream:
             break
         }
     }

@@ -319,7 +319,11 @@ final class NodeApp {
             }
         case let .received(bytes, from, _):
             log("message of \(bytes.count) bytes from \(from)")
-        case .unstalled, .connectionRefused, .peerClosed:
+        case let .stream(peer, .opened(id, _)):
+            // Nothing on the node takes streams yet: refused by name, so the opener knows at once.
+            log("session: \(HumanWords.session(event))")
+            session.reset(id, of: peer, reason: .unknownName)
+        case .unstalled, .connectionRefused, .peerClosed, .stream:
             log("session: \(HumanWords.session(event))")
         }
     }

@@ -32,9 +32,15 @@ import Testing
     }
 
     @Test func handshakePayload() {
-        let p = HandshakePayload(preference: .optional, instance: 0x0102, displayName: "hr")
+        // The older form (no features: the first handshake message, and peers before streams).
+        let p = HandshakePayload(preference: .optional, instance: 0x0102, displayName: "hr", features: 0)
         fourParts(p, golden: [0x01, 0x02, 0x01, 0, 0, 0, 0, 0, 0, 0x02, 0x68, 0x72], seed: 2,
-                  others: [HandshakePayload(preference: .none, instance: .max, displayName: "")])
+                  others: [HandshakePayload(preference: .none, instance: .max, displayName: "", features: 0)])
+        // With features; any prefix of it shorter than the older form must still throw.
+        let f = HandshakePayload(preference: .optional, instance: 0x0102, displayName: "hr")
+        fourParts(f, golden: [0x01, 0x02, 0x01, 0, 0, 0, 0, 0, 0, 0x02, 0x68, 0x72, 0x01, 0, 0, 0], seed: 3,
+                  others: [HandshakePayload(preference: .none, instance: .max, displayName: "")],
+                  truncatable: [0x01, 0x02, 0x01, 0, 0, 0, 0, 0, 0, 0x02, 0x68, 0x72])
         #expect(throws: WireError.tooLong(field: "display name", length: 64, limit: 63)) {
             _ = try HandshakePayload(decoding: [0, 0, 0, 0, 0, 0, 0, 0, 0, 64] + [UInt8](repeating: 0x41, count: 64))
         }
