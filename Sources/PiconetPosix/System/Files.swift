@@ -132,4 +132,34 @@ extension Sys {
     static let readOnly: CInt = O_RDONLY
     /// `O_WRONLY | O_CREAT | O_TRUNC`, for callers outside this folder.
     static let createTruncate: CInt = O_WRONLY | O_CREAT | O_TRUNC
+    /// `O_RDWR | O_CREAT`, for callers outside this folder.
+    static let readWriteCreate: CInt = O_RDWR | O_CREAT
+
+    // MARK: files written in place (partial downloads)
+
+    /// The corresponding C function is `pread`.
+    static func pread(_ fd: CInt, _ buffer: UnsafeMutableRawBufferPointer, at offset: Int) throws(IOError) -> Int {
+        try syscallBlocking("pread", [Int(fd), buffer.count, offset]) {
+            CPiconetPosix.pread(fd, buffer.baseAddress, buffer.count, off_t(offset))
+        }
+    }
+
+    /// The corresponding C function is `pwrite`.
+    static func pwrite(_ fd: CInt, _ buffer: UnsafeRawBufferPointer, at offset: Int) throws(IOError) -> Int {
+        try syscallBlocking("pwrite", [Int(fd), buffer.count, offset]) {
+            CPiconetPosix.pwrite(fd, buffer.baseAddress, buffer.count, off_t(offset))
+        }
+    }
+
+    /// The corresponding C function is `ftruncate`.
+    static func truncate(_ fd: CInt, to size: Int) throws(IOError) {
+        _ = try syscallBlocking("ftruncate", [Int(fd), size]) { CPiconetPosix.ftruncate(fd, off_t(size)) }
+    }
+
+    /// The corresponding C function is `statvfs`: bytes an unprivileged process may still write there.
+    static func availableBytes(_ path: String) throws(IOError) -> Int {
+        var st = statvfs()
+        _ = try syscallBlocking("statvfs", [], { () -> CInt in statvfs(path, &st) })
+        return Int(clamping: UInt64(st.f_bavail) &* UInt64(st.f_frsize))
+    }
 }
