@@ -4,11 +4,12 @@ public final class PositionedFile {
     public let path: String
     private var fd: CInt
 
-    /// Opens `path` for reading and writing, creating it (mode 0644 before the umask) when absent.
-    /// The corresponding C function is `open(O_RDWR|O_CREAT)`.
-    public init(path: String) throws(IOError) {
+    /// Opens `path` for reading and writing, creating it (mode 0644 before the umask) when absent;
+    /// `readOnly`: for reading only, and it must exist.
+    /// The corresponding C function is `open(O_RDWR|O_CREAT)` (`open(O_RDONLY)`).
+    public init(path: String, readOnly: Bool = false) throws(IOError) {
         self.path = path
-        fd = try Sys.open(path, flags: Sys.readWriteCreate, mode: 0o644)
+        fd = try Sys.open(path, flags: readOnly ? Sys.readOnly : Sys.readWriteCreate, mode: 0o644)
     }
 
     deinit { close() }

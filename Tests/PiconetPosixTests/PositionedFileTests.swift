@@ -31,5 +31,7 @@ import Testing
         #expect(access(dir + "/part", F_OK) != 0, "the partial name is gone after the rename")
         #expect(try FileSystem.availableBytes(at: dir) > 0)
         #expect(throws: IOError.self) { try PositionedFile(path: dir + "/no/such/dir/file") }
+        #expect(throws: IOError.self, "read-only never creates") { try PositionedFile(path: dir + "/absent", readOnly: true) }
+        #expect(access(dir + "/absent", F_OK) != 0)
     }
 }
