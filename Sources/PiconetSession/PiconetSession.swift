@@ -12,7 +12,9 @@
 //                    │    └─ ReliableSender / ReliableReceiver
 //                    ├─ SessionTimers (retries, expiries, keep-alive, lost, nextDeadline)
 //                    ├─ LinkTable (links by index, by peer, by origin)
-//                    └─ SessionFrames (wire types 0x01–0x08)
+//                    ├─ SessionFrames (wire types 0x01–0x08)
+//                    └─ ResourceSender / ResourceReceiver (files over a stream, resumed from the last
+//                         verified chunk) → ResourceFrame, ResourceStore, ResourceSource
 //          |
 //   PiconetWire (bytes)   PiconetLoop (time, endpoints)
 //

@@ -40,6 +40,29 @@ enum Sodium {
         return out
     }
 
+    /// SHA-256 fed in parts (a resource's chunk arrives in pieces and is read in pieces: neither
+    /// side has to hold the whole of it to hash it). A value: copying one forks the hash.
+    struct SHA256 {
+        private var state = crypto_hash_sha256_state()
+
+        init() {
+            Sodium.start()
+            _ = crypto_hash_sha256_init(&state)
+        }
+
+        mutating func update(_ bytes: [UInt8]) {
+            guard !bytes.isEmpty else { return }
+            _ = crypto_hash_sha256_update(&state, bytes, UInt64(bytes.count))
+        }
+
+        /// The digest (32 bytes); the state is spent, as libsodium leaves it.
+        mutating func finish() -> [UInt8] {
+            var out = [UInt8](repeating: 0, count: Sodium.hashLength)
+            _ = crypto_hash_sha256_final(&state, &out)
+            return out
+        }
+    }
+
     /// HMAC-SHA256 (RFC 2104) of `a` followed by `b` under a key of any length, into `out`
     /// (32 bytes). Through libsodium's init/update/final API rather than `crypto_auth_hmacsha256`,
     /// which takes only 32-byte keys (the handshake cookies are 16). The state holds the
