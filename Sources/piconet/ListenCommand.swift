@@ -35,6 +35,10 @@ struct ListenCommand: ParsableCommand {
     var exitAfter: Int?
     @Option(help: "Bluetooth: the L2CAP PSM to accept channels on: LE 128-255 (default 129), or BR/EDR odd >= 4097.")
     var psm: String?
+    @Option(help: "Take files sent with `piconet send --file` into DIR (partial ones in DIR/.piconet-partial resume).")
+    var saveDir: String?
+    @Option(parsing: .unconditional, help: "With --save-dir: MiB that files in progress may hold together (1-1048576).")
+    var saveQuota: Int = 1024
     @OptionGroup var link: LinkSecurityOptions
     @OptionGroup var common: SessionCommonOptions
     @OptionGroup var radio: TransportOptions
@@ -70,6 +74,10 @@ struct ListenCommand: ParsableCommand {
     func run() throws {
         let me = name ?? localHostName()
         let (spec, channel) = try hostSpec(me)
+        guard (1...1_048_576).contains(saveQuota) else {
+            throw usageFailure("listen", "'\(saveQuota)' is not valid for '--save-quota': expected MiB in 1...1048576")
+        }
+        if saveDir == nil, saveQuota != 1024 { throw usageFailure("listen", "--save-quota goes with --save-dir") }
         let (loop, host) = try openHost("listen", spec)
         let session = host.session, identity = host.identity, policy = spec.configuration.policy
         let json = self.json, quiet = common.quiet
@@ -141,8 +149,21 @@ struct ListenCommand: ParsableCommand {
             emitLine("listening on \(host.addressText) as \(identity.peerID) (\(me))\(securityNote)"
                      + (host.trust.map { ", trusting \($0.count) known names from \($0.path)" } ?? ""))
         }
+        let transfers: ResourceTransfers
+        do {
+            transfers = try ResourceTransfers(session: session, loop: loop, saveDirectory: saveDir,
+                                              quota: UInt64(saveQuota) << 20)
+        } catch {
+            host.close()
+            throw cliFailure("listen", "--save-dir \(saveDir ?? ""): \(error)", code: 1)
+        }
+        let fileOutput = FileTransferOutput(json: json, quiet: quiet)
+        transfers.onReport = { r in fileOutput.show(r, now: loop.now) }
         session.onEvent = { event in
+            if transfers.handle(event) { return }
             switch event {
+            case let .stream(peer, .opened(id, _)):
+                session.reset(id, of: peer, reason: .unknownName)   // nothing else here takes streams
             case let .received(bytes, peer, mode):
                 received += 1
                 if json {

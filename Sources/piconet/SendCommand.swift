@@ -14,6 +14,7 @@ struct SendCommand: ParsableCommand {
         abstract: "Invite a peer, send messages, and exit 0 once every reliable one is acknowledged.",
         discussion: """
             Example: piconet send --address 10.0.0.1:7000 --message hello --count 100
+            A file, resumable (the peer runs `piconet listen --save-dir DIR`): piconet send --address 10.0.0.1:7000 --file build.tar
             Bluetooth: piconet send --transport bluetooth --adapter hci1 --service hr-sensor --to node-a --message hi
             (found by LE scanning), or --to 00:AA:01:00:00:23/129 (address/PSM, no scan).
             """)
@@ -26,8 +27,12 @@ struct SendCommand: ParsableCommand {
     var address: String?
     @Option(help: "Text to send.")
     var message: String?
-    @Option(help: "File whose bytes are sent as one message (at most 1 MiB).")
+    @Option(help: "File to send as a resource (any size, resumable: run the same command again after an interruption).")
     var file: String?
+    @Option(name: .customLong("as"), help: "With --file: the name the peer saves it under (default: the file's own name).")
+    var saveAs: String?
+    @Flag(help: "With --file: one JSON object per line (progress and events).")
+    var json = false
     @Flag(help: "Send unreliably (one datagram each, may be lost).")
     var unreliable = false
     @Option(parsing: .unconditional, help: "Send N messages, each suffixed with its number (TEXT 1 ... TEXT N); 1-10000000.")
@@ -65,15 +70,11 @@ struct SendCommand: ParsableCommand {
             throw cliFailure("send", transport.usesBluetooth ? "give --to ADDR/PSM, --address, or --service with --to NAME"
                                                        : "give --address, or --service with --to", code: ExitStatus.usage)
         }
-        var payload: [UInt8] = []
-        if let file {
-            do {
-                payload = try FileSystem.read(file, limit: ReliableConfiguration().maximumMessageSize)
-            } catch where error.errno == Errno.fileTooLarge.rawValue {
-                throw cliFailure("send", "\(file) is larger than 1 MiB", code: 1)
-            } catch {
-                throw cliFailure("send", "\(file): cannot read: \(error)", code: 1)
-            }
+        if file != nil {
+            guard count == 1, !unreliable else { throw cliFailure("send", "--file goes alone: not with --count or --unreliable", code: ExitStatus.usage) }
+            if let e = saveAs.flatMap(ResourceName.validate) { throw cliFailure("send", "--as: \(e)", code: ExitStatus.usage) }
+        } else if saveAs != nil || json {
+            throw cliFailure("send", "--as and --json go with --file", code: ExitStatus.usage)
         }
         let text = message
         let spec = try common.spec("send", displayName: name ?? localHostName(), explicitName: name, policy: .declineAll,
@@ -92,12 +93,40 @@ struct SendCommand: ParsableCommand {
         var invited = false
         var seen: [String] = [] // other instance names of the service, for the "not found" message (bounded)
 
-        func body(_ i: Int) -> [UInt8] {
-            if let text { return Array((total == 1 ? text : "\(text) \(i)").utf8) }
-            return payload
+        func body(_ i: Int) -> [UInt8] { Array((total == 1 ? text ?? "" : "\(text ?? "") \(i)").utf8) }
+        let transfers = try ResourceTransfers(session: session, loop: loop)
+        let output = FileTransferOutput(json: json, quiet: common.quiet)
+        var fileStream: StreamID?
+        var lastReport = loop.now
+        transfers.onReport = { r in
+            lastReport = loop.now
+            output.show(r, now: loop.now)
+            guard let e = r.event else { return }
+            switch e {
+            case .completed:
+                result = 0
+                // Linger so our last acknowledgements reach the peer.
+                loop.schedule(after: .milliseconds(300)) { loop.stop() }
+            case .refused, .cancelled:
+                result = 1
+                loop.stop()
+            case .accepted, .chunkFailed:
+                break
+            }
+        }
+        /// The file on its way to `p`, or offered again on a new stream after the peer came back.
+        func startFile(_ p: PeerID) {
+            guard let file else { return }
+            if fileStream != nil { transfers.resume(to: p); return }
+            do {
+                fileStream = try transfers.send(path: file, name: saveAs, to: p)
+            } catch {
+                errorLine("piconet send: \(error)")
+                loop.stop()
+            }
         }
         func finishIfDone() {
-            guard let p = peer, sent == total, result != 0 else { return }
+            guard file == nil, let p = peer, sent == total, result != 0 else { return }
             if mode == .unreliable || session.unacknowledgedFragments(to: p) == 0 {
                 let st = session.statistics
                 if !common.quiet { emitLine("sent \(sent), \(mode == .reliable ? "acknowledged \(sent)" : "unreliable")"
@@ -109,6 +138,7 @@ struct SendCommand: ParsableCommand {
         var pumpState = MessagePump(total: total)
         func pump() {
             guard let p = peer else { return }
+            if file != nil { return startFile(p) }
             let failure = pumpState.pump(session, to: p, mode: mode, message: body)
             sent = pumpState.sent
             if let failure {
@@ -122,7 +152,7 @@ struct SendCommand: ParsableCommand {
         /// fragment still unacknowledged (a message spans `perMessage` fragments at most).
         func acknowledged() -> Int {
             guard mode == .reliable, let p = peer else { return 0 }
-            let perMessage = max(1, ((text.map { $0.utf8.count + 12 } ?? payload.count) + 1199) / 1200)
+            let perMessage = max(1, ((text?.utf8.count ?? 0) + 12 + 1199) / 1200)
             let open = session.unacknowledgedFragments(to: p) ?? 0
             return max(0, sent - (open + perMessage - 1) / perMessage)
         }
@@ -140,6 +170,7 @@ struct SendCommand: ParsableCommand {
             }
         }
         session.onEvent = { event in
+            if transfers.handle(event) { return }
             switch event {
             case let .invitationFinished(_, .accepted(p)):
                 peer = p
@@ -243,6 +274,8 @@ struct SendCommand: ParsableCommand {
             // Acknowledgements arrive as datagrams: completion is checked as each one is handled.
             host.onDatagramHandled = { finishIfDone() }
             loop.schedule(after: .seconds(Int64(timeout))) {
+                // A file on its way runs as long as it moves: the watchdog below stops a stalled one.
+                if fileStream != nil { return }
                 if !invited, let service, let to {
                     let on = common.interface.isEmpty ? "" : " on \(common.interface.joined(separator: ", "))"
                     errorLine("piconet send: no \"\(service)\" service named \"\(to)\" found\(on) within \(timeout) s"
@@ -262,6 +295,11 @@ struct SendCommand: ParsableCommand {
             var waited = 0
             let waiting = loop.scheduleRepeating(every: .seconds(1)) {
                 waited += 1
+                if fileStream != nil, loop.now - lastReport > .seconds(Int64(timeout)) {
+                    errorLine("piconet send: the file made no progress for \(timeout) s: stopped (run the same command again to resume)")
+                    result = ExitStatus.tryAgain
+                    loop.stop()
+                }
                 guard peer == nil, !common.quiet, waited == 1 || waited % 10 == 0 else { return }
                 errorLine("piconet send: waiting \(waited) s of \(timeout) for " + waitingFor())
             }
@@ -272,6 +310,7 @@ struct SendCommand: ParsableCommand {
             }
             try loop.run()
             waiting.cancel()
+            output.endBar()
             if interrupted, result != 0 {
                 // Interrupted work reports what it did.
                 errorLine("piconet send: interrupted: sent \(sent), acknowledged \(acknowledged())" + (peer == nil ? " (not connected yet)" : ""))
