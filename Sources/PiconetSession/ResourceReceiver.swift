@@ -138,7 +138,7 @@ public struct ResourceReceiver<Store: ResourceStore> {
 
     private mutating func consider(_ key: ResourceKey, at now: Instant) {
         if let e = ResourceName.validate(key.name) { return refuse(.badName, e.description) }
-        guard key.chunkSize <= configuration.maximumChunkSize else {
+        guard key.chunkSize > 0, key.chunkSize <= configuration.maximumChunkSize else {
             return refuse(.unsupported, "chunks of \(key.chunkSize) bytes; this receiver takes up to \(configuration.maximumChunkSize)")
         }
         guard key.size <= configuration.maximumSize else {
@@ -223,6 +223,9 @@ public struct ResourceReceiver<Store: ResourceStore> {
         verified = index + 1
         badInARow = 0
         dropChunk()
+        // An ack not sent yet says less than this one: replaced, so the queue stays a few frames
+        // however long the caller takes to send.
+        if case .ack? = out.last { out.removeLast() }
         out.append(.ack(verified: verified))
         rate.record(bytes(verified), at: now)
         if UInt64(verified) == key.chunkCount { commit(key) }

@@ -415,6 +415,21 @@ struct CrashingStore: ResourceStore {
         }
     }
 
+    /// A caller slow to send finds one ack, the newest, not one per chunk verified meanwhile.
+    @Test func acksNotYetSentAreReplacedByTheNewest() throws {
+        let file = ResourceFixtures.file(5 * 1_000, seed: 23)
+        var s = try ResourceFixtures.sender(file, chunkSize: 1_000)
+        var r = ResourceReceiver(store: MemoryResourceStore())
+        while let f = s.nextFrame(maxBytes: 4_096) { r.received(f, at: .zero) }
+        let accept = r.nextFrame(maxBytes: 1_024)
+        #expect(accept == .accept(resumeFrom: 0))
+        s.received(try #require(accept), at: .zero)
+        while let f = s.nextFrame(maxBytes: 4_096), f != .done { r.received(f, at: .zero) }
+        var queued: [ResourceFrame] = []
+        while let f = r.nextFrame(maxBytes: 1_024) { queued.append(f) }
+        #expect(queued == [.ack(verified: 5), .complete])
+    }
+
     @Test func theMemoryStoreDropsWhatWasNotDurableOnACrash() throws {
         let key = ResourceKey(name: "x", size: 30, chunkSize: 10, root: [])
         var store = MemoryResourceStore()
