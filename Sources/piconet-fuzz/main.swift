@@ -174,6 +174,8 @@ let targets: [Target] = [
         roundTrip(CookieReply.self, bytes, "session-packet")
         roundTrip(CookieInitiation.self, bytes, "session-packet")
         roundTrip(HandshakePayload.self, bytes, "session-packet")
+        roundTrip(StreamFrame.self, bytes, "session-packet")
+        roundTrip(ResourceFrame.self, bytes, "session-packet")
     },
     Target(name: "session") { bytes in
         var m = SessionMachine(identity: sessionIdentity, configuration: SessionConfiguration(policy: .acceptAll), seed: 1)
