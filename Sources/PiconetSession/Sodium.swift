@@ -63,6 +63,55 @@ enum Sodium {
         }
     }
 
+    /// BLAKE2b-512, fed a piece at a time (minisign's prehash of a release: the file is never
+    /// held whole). libsodium's state wants 64-byte alignment, which an imported struct does not
+    /// promise in Swift: it lives in memory allocated so.
+    final class BLAKE2b512 {
+        private let state: UnsafeMutableRawPointer
+
+        init() {
+            Sodium.start()
+            state = UnsafeMutableRawPointer.allocate(byteCount: crypto_generichash_statebytes(), alignment: 64)
+            _ = crypto_generichash_init(OpaquePointer(state), nil, 0, 64)
+        }
+
+        deinit { state.deallocate() }
+
+        func update(_ bytes: [UInt8]) {
+            guard !bytes.isEmpty else { return }
+            _ = crypto_generichash_update(OpaquePointer(state), bytes, UInt64(bytes.count))
+        }
+
+        /// The digest (64 bytes); the state is spent.
+        func finish() -> [UInt8] {
+            var out = [UInt8](repeating: 0, count: 64)
+            _ = crypto_generichash_final(OpaquePointer(state), &out, 64)
+            return out
+        }
+    }
+
+    /// Ed25519: whether `signature` (64 bytes) signs `message` under `publicKey` (32 bytes).
+    static func ed25519Verify(signature: [UInt8], message: [UInt8], publicKey: [UInt8]) -> Bool {
+        guard signature.count == 64, publicKey.count == 32 else { return false }
+        start()
+        return crypto_sign_verify_detached(signature, message, UInt64(message.count), publicKey) == 0
+    }
+
+    /// Standard base64 (with padding) to bytes; nil for anything else.
+    static func base64Decode(_ text: String) -> [UInt8]? {
+        start()
+        let input = Array(text.utf8)
+        var out = [UInt8](repeating: 0, count: input.count / 4 * 3 + 3)
+        var length = 0
+        let rc = input.withUnsafeBufferPointer { i in
+            i.withMemoryRebound(to: CChar.self) { c in
+                sodium_base642bin(&out, out.count, c.baseAddress, input.count, nil, &length, nil, sodium_base64_VARIANT_ORIGINAL)
+            }
+        }
+        guard rc == 0 else { return nil }
+        return Array(out[..<length])
+    }
+
     /// HMAC-SHA256 (RFC 2104) of `a` followed by `b` under a key of any length, into `out`
     /// (32 bytes). Through libsodium's init/update/final API rather than `crypto_auth_hmacsha256`,
     /// which takes only 32-byte keys (the handshake cookies are 16). The state holds the
