@@ -9,6 +9,7 @@
 //   runtime:      PiconetRuntime (wiring, SessionHost, config; picks the OS adapters)
 //                   |                                        |
 //   features:     PiconetHub  PiconetSensors  PiconetFleet (pure; Fleet: MQTT payloads, hub only)
+//                 PiconetGroup (pure: the Raft-replicated group log; Wire + Loop only)
 //                                                          OS edge (the only code that
 //   peer core:    PiconetDiscovery  PiconetSession         touches the kernel):
 //                 (pure state machines)                    PiconetPosix (epoll, sockets,
@@ -120,6 +121,10 @@ let package = Package(
         .target(name: "PiconetHub", dependencies: ["PiconetSensors", "PiconetWire", "PiconetLoop", "PiconetDiscovery", "PiconetSession"],
                 swiftSettings: swift6),
 
+        // Group sessions: a Raft-replicated log every member applies in one order (pure; needs
+        // only Wire and Loop, so it can serve hubs and, later, terminals over any transport).
+        .target(name: "PiconetGroup", dependencies: ["PiconetWire", "PiconetLoop"], swiftSettings: swift6),
+
         // The MQTT fleet export's topics, payloads and Home Assistant discovery (pure).
         .target(name: "PiconetFleet", dependencies: ["PiconetWire"], swiftSettings: swift6),
         // OS edge for MQTT (hub only): libmosquitto driven by the epoll loop.
@@ -171,6 +176,7 @@ let package = Package(
         .testTarget(name: "PiconetPosixTests", dependencies: ["PiconetPosix", "PiconetTestSupport", "PiconetDiscovery"], swiftSettings: swift6),
         .testTarget(name: "PiconetDiscoveryTests", dependencies: ["PiconetDiscovery", "PiconetTestSupport"], swiftSettings: swift6),
         .testTarget(name: "PiconetSessionTests", dependencies: ["PiconetSession", "PiconetTestSupport"], swiftSettings: swift6),
+        .testTarget(name: "PiconetGroupTests", dependencies: ["PiconetGroup", "PiconetTestSupport"], swiftSettings: swift6),
         .testTarget(name: "PiconetSensorsTests", dependencies: ["PiconetSensors", "PiconetHub", "PiconetDiscovery", "PiconetSession", "PiconetTestSupport"], swiftSettings: swift6),
         .testTarget(name: "PiconetStoreTests", dependencies: ["PiconetStore", "PiconetTestSupport",
                                                               .product(name: "GRDB", package: "GRDB.swift")], swiftSettings: swift6),
