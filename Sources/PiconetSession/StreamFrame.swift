@@ -115,8 +115,8 @@ public enum StreamFrame: WireCodable, Equatable, Sendable {
     }
 }
 
-/// A stream's number on its link: odd when the link's initiator opened it, even for the
-/// responder, so the two ends never pick the same number.
+/// A stream's number between two peers: odd from one end, even from the other (the session
+/// decides by the order of the two keys), so the two ends never pick the same number.
 public struct StreamID: Hashable, Comparable, Sendable, CustomStringConvertible {
     public var rawValue: UInt32
     public init(rawValue: UInt32) { self.rawValue = rawValue }

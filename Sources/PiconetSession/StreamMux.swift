@@ -82,7 +82,8 @@ public struct StreamMux {
         var buffered: Int { sendBuffer.count - sendStart }
     }
 
-    /// `initiator`: this side initiated the link (its streams get odd numbers).
+    /// `initiator`: this side numbers its streams odd (the session gives it to the side whose key
+    /// sorts first); the other side numbers them even.
     public init(initiator: Bool, configuration: StreamConfiguration = StreamConfiguration()) {
         self.configuration = configuration
         localParity = initiator ? 1 : 0
