@@ -32,11 +32,7 @@ public final class FileResourceStore: ResourceStore {
     public func path(of name: String) -> String { directory + "/" + name }
 
     func base(_ name: String) -> String {
-        let digest = ResourceHashes.hash(Array(name.utf8)).prefix(16)
-        return partialDirectory + "/" + digest.map { byte in
-            let hex = Array("0123456789abcdef".utf8)
-            return String(decoding: [hex[Int(byte >> 4)], hex[Int(byte & 15)]], as: UTF8.self)
-        }.joined()
+        partialDirectory + "/" + hexDigits(ResourceHashes.hash(Array(name.utf8)).prefix(16))
     }
 
     public func partial(named name: String) -> ResourcePartial? {

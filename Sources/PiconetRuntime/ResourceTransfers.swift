@@ -4,7 +4,7 @@ import PiconetSession
 import PiconetWire
 
 /// Files over a session: each transfer is one stream named `ResourceTransfers.streamName`
-/// carrying `ResourceFrame`s as length-prefixed records, driven here between the session's
+/// carrying `ResourceFrame`s as length-prefixed records (`LengthPrefixedFramer`), driven here between the session's
 /// stream events and the pure `ResourceSender` / `ResourceReceiver`.
 ///
 /// A stream that ends before its transfer (a restart of the peer) leaves the receiver's partial
@@ -43,7 +43,7 @@ public final class ResourceTransfers {
     final class Outgoing {
         var sender: ResourceSender<FileResourceSource>
         let path: String
-        var reader = StreamRecordReader(maximumRecord: ResourceTransfers.maximumRecord)
+        var reader = LengthPrefixedFramer(maximumFrameSize: ResourceTransfers.maximumRecord)
         var pending: [UInt8] = []
         var finished = false
         init(_ sender: ResourceSender<FileResourceSource>, path: String) {
@@ -54,7 +54,7 @@ public final class ResourceTransfers {
 
     final class Incoming {
         var receiver: ResourceReceiver<FileResourceStore>
-        var reader = StreamRecordReader(maximumRecord: ResourceTransfers.maximumRecord)
+        var reader = LengthPrefixedFramer(maximumFrameSize: ResourceTransfers.maximumRecord)
         var pending: [UInt8] = []
         var finished = false
         init(_ receiver: ResourceReceiver<FileResourceStore>) { self.receiver = receiver }
@@ -143,9 +143,9 @@ public final class ResourceTransfers {
     }
 
     /// Records from the stream into the machine; a record that does not parse ends the stream.
-    private func take(_ bytes: [UInt8], reader: inout StreamRecordReader, key: Key, into machine: (ResourceFrame) -> Void) {
+    private func take(_ bytes: [UInt8], reader: inout LengthPrefixedFramer, key: Key, into machine: (ResourceFrame) -> Void) {
         do {
-            for record in try reader.append(bytes) {
+            for record in try reader.feed(bytes) {
                 machine(try ResourceFrame(decoding: record))
             }
         } catch {
@@ -176,7 +176,7 @@ public final class ResourceTransfers {
                 if !pending.isEmpty { return false }   // stalled: `.unstalled` pumps again
             }
             guard let frame = next(Self.frameRoom) else { return true }
-            pending = StreamRecordReader.frame(frame.encoded())
+            pending = LengthPrefixedFrame(payload: frame.encoded()).encoded()
         }
     }
 

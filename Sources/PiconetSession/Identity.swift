@@ -1,3 +1,4 @@
+import PiconetWire
 /// A peer's stable identifier: the first 16 bytes of SHA-256 of its static
 /// X25519 public key, so it cannot be claimed without the private key (the
 /// Noise handshake proves possession). Printed as 32 lowercase hex digits.
@@ -56,12 +57,7 @@ public struct PeerID: Hashable, Comparable, Sendable, CustomStringConvertible {
 
     public static func < (a: PeerID, b: PeerID) -> Bool { (a.high, a.low) < (b.high, b.low) }
 
-    public var description: String {
-        let digits = Array("0123456789abcdef".utf8)
-        var s: [UInt8] = []
-        for b in bytes { s.append(digits[Int(b >> 4)]); s.append(digits[Int(b & 0xF)]) }
-        return String(decoding: s, as: UTF8.self)
-    }
+    public var description: String { hexDigits(bytes) }
 }
 
 /// This node's long-term identity: a Curve25519 key pair and a display name.

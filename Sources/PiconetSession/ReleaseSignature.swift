@@ -1,3 +1,5 @@
+import PiconetWire
+
 /// Why a release was not taken: its signature files or the signature itself.
 public enum ReleaseSignatureError: Error, Equatable, Sendable, CustomStringConvertible {
     /// Not what `minisign -G` / `minisign -S` write (the line named says where).
@@ -40,7 +42,7 @@ public struct MinisignPublicKey: Equatable, Sendable {
     }
 
     /// The key ID as minisign prints it (hex, most significant byte first).
-    public var keyIDText: String { hex(keyID.reversed()) }
+    public var keyIDText: String { hexDigits(keyID.reversed(), uppercase: true) }
 
     /// The first line that is not a comment.
     static func payloadLine(_ text: String) -> String? {
@@ -89,7 +91,7 @@ public final class ReleaseVerifier {
     /// Refuses at once a signature by another key than the trusted one.
     public init(publicKey: MinisignPublicKey, signature: MinisignSignature) throws(ReleaseSignatureError) {
         guard publicKey.keyID == signature.keyID else {
-            throw .wrongKey(trusted: publicKey.keyIDText, signedBy: hex(signature.keyID.reversed()))
+            throw .wrongKey(trusted: publicKey.keyIDText, signedBy: hexDigits(signature.keyID.reversed(), uppercase: true))
         }
         self.publicKey = publicKey
         self.signature = signature
@@ -112,13 +114,6 @@ public final class ReleaseVerifier {
         }
         return signature.trustedComment
     }
-}
-
-private func hex<S: Sequence>(_ bytes: S) -> String where S.Element == UInt8 {
-    let digits = Array("0123456789ABCDEF".utf8)
-    var out: [UInt8] = []
-    for b in bytes { out.append(digits[Int(b >> 4)]); out.append(digits[Int(b & 15)]) }
-    return String(decoding: out, as: UTF8.self)
 }
 
 private extension Substring {

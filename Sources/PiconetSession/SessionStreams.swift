@@ -83,20 +83,20 @@ extension SessionMachine {
                                          _ body: (inout StreamMux) throws(StreamError) -> R) throws(SessionError) -> (R, [SessionAction]) {
         guard !isClosed else { throw .closed }
         guard let i = table.sendLinkIndex(of: peer), let box = table.takeBox(i) else { throw .notConnected(peer) }
-        guard var mux = box.link.channels.streams else {
-            table.putBack(box)
-            throw .stream(.unknownStream(StreamID(rawValue: 0)))
-        }
+        // No streams yet: an empty mux answers for the stream named (unknown to it), and is not
+        // kept (a link without streams pays nothing for them on every flush).
+        let had = box.link.channels.streams != nil
+        var mux = box.link.channels.streams ?? newStreamMux(peer)
         box.link.channels.streams = nil   // out while it runs: no copy of its buffers on write
         let result: R
         do {
             result = try body(&mux)
         } catch {
-            box.link.channels.streams = mux
+            if had { box.link.channels.streams = mux }
             table.putBack(box)
             throw .stream(error)
         }
-        box.link.channels.streams = mux
+        if had || mux.openStreams > 0 { box.link.channels.streams = mux }
         emitStreamEvents(&box.link)
         flush(&box.link, now: now)
         table.putBack(box)

@@ -66,3 +66,11 @@ public enum TerminalText {
         return s
     }
 }
+
+/// Bytes as hex digits, two per byte in order (peer IDs, key IDs, file names from digests).
+public func hexDigits<S: Sequence>(_ bytes: S, uppercase: Bool = false) -> String where S.Element == UInt8 {
+    let digits = Array((uppercase ? "0123456789ABCDEF" : "0123456789abcdef").utf8)
+    var out: [UInt8] = []
+    for b in bytes { out.append(digits[Int(b >> 4)]); out.append(digits[Int(b & 0xF)]) }
+    return String(decoding: out, as: UTF8.self)
+}
