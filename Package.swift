@@ -10,6 +10,7 @@
 //                   |                                        |
 //   features:     PiconetHub  PiconetSensors  PiconetFleet (pure; Fleet: MQTT payloads, hub only)
 //                 PiconetGroup (pure: the Raft-replicated group log; Wire + Loop only)
+//                 PiconetUpdate (pure: board updates, their checks and A/B slot state)
 //                                                          OS edge (the only code that
 //   peer core:    PiconetDiscovery  PiconetSession         touches the kernel):
 //                 (pure state machines)                    PiconetPosix (epoll, sockets,
@@ -125,6 +126,10 @@ let package = Package(
         // only Wire and Loop, so it can serve hubs and, later, terminals over any transport).
         .target(name: "PiconetGroup", dependencies: ["PiconetWire", "PiconetLoop"], swiftSettings: swift6),
 
+        // Board updates: the package a board receives, its checks, and the A/B slot state that
+        // decides which binary starts (pure; the node links it, so Embedded too).
+        .target(name: "PiconetUpdate", dependencies: ["PiconetWire", "PiconetSession"], swiftSettings: swift6),
+
         // The MQTT fleet export's topics, payloads and Home Assistant discovery (pure).
         .target(name: "PiconetFleet", dependencies: ["PiconetWire"], swiftSettings: swift6),
         // OS edge for MQTT (hub only): libmosquitto driven by the epoll loop.
@@ -138,7 +143,7 @@ let package = Package(
         // Runtime: wiring and OS adapters.
         .target(name: "PiconetRuntime",
                 dependencies: ["PiconetPosix", "PiconetLights", "PiconetIndicators", "PiconetDiscovery", "PiconetSession",
-                               "PiconetSensors"],
+                               "PiconetSensors", "PiconetUpdate"],
                 swiftSettings: swift6),
 
         // Hub's HTTP face (runtime level: Hummingbird + Prometheus; only the hub links it).
@@ -176,6 +181,7 @@ let package = Package(
         .testTarget(name: "PiconetPosixTests", dependencies: ["PiconetPosix", "PiconetTestSupport", "PiconetDiscovery"], swiftSettings: swift6),
         .testTarget(name: "PiconetDiscoveryTests", dependencies: ["PiconetDiscovery", "PiconetTestSupport"], swiftSettings: swift6),
         .testTarget(name: "PiconetSessionTests", dependencies: ["PiconetSession", "PiconetTestSupport"], swiftSettings: swift6),
+        .testTarget(name: "PiconetUpdateTests", dependencies: ["PiconetUpdate", "PiconetSession", "PiconetTestSupport"], swiftSettings: swift6),
         .testTarget(name: "PiconetGroupTests", dependencies: ["PiconetGroup", "PiconetTestSupport"], swiftSettings: swift6),
         .testTarget(name: "PiconetSensorsTests", dependencies: ["PiconetSensors", "PiconetHub", "PiconetDiscovery", "PiconetSession", "PiconetTestSupport"], swiftSettings: swift6),
         .testTarget(name: "PiconetStoreTests", dependencies: ["PiconetStore", "PiconetTestSupport",
@@ -210,7 +216,7 @@ if let only = Context.environment["PICONET_TEST_TARGETS"], !only.isEmpty {
 let nodeGraph: Set<String> = [
     "CBlueZ", "CGPIOD", "CSodium", "CMath", "CPiconetPosix",
     "PiconetWire", "PiconetLoop", "PiconetPosix", "PiconetIndicators", "PiconetLights",
-    "PiconetDiscovery", "PiconetSession", "PiconetSensors", "PiconetRuntime", "piconet-node",
+    "PiconetDiscovery", "PiconetSession", "PiconetSensors", "PiconetUpdate", "PiconetRuntime", "piconet-node",
 ]
 
 if Context.environment["PICONET_EMBEDDED"] == "1" {

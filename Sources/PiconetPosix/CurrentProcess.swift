@@ -19,6 +19,16 @@ public enum CurrentProcess {
         return out
     }
 
+    /// The running program's file (`/proc/self/exe`), nil without /proc.
+    public static var executablePath: String? { Sys.executablePath() }
+
+    /// Runs `path` in place of this process (same process id, so a supervisor sees no exit),
+    /// with `environment` added; returns the error only when that failed.
+    public static func replace(with path: String, arguments: [String], environment: [(String, String)] = []) -> IOError {
+        flushOutput()
+        return Sys.execute(path, arguments, environment: environment)
+    }
+
     /// The machine's host name, nil when it cannot be read. The corresponding C function is `gethostname`.
     public static func hostName() -> String? { try? Sys.hostName() }
 

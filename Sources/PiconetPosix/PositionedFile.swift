@@ -48,6 +48,9 @@ public final class PositionedFile {
     /// Cuts or extends the file to `size` bytes. The corresponding C function is `ftruncate`.
     public func truncate(to size: Int) throws(IOError) { try Sys.truncate(fd, to: size) }
 
+    /// Sets the file's permission bits (0o755 for a program). The corresponding C function is `fchmod`.
+    public func changeMode(_ mode: UInt32) throws(IOError) { try Sys.changeMode(fd, .init(mode)) }
+
     /// Waits until what was written is on storage. The corresponding C function is `fsync`.
     public func sync() throws(IOError) { try Sys.fsync(fd) }
 

@@ -93,6 +93,18 @@ extension Sys {
         return pid
     }
 
+    /// Replaces the running program with `path` (argv[0] included in `arguments`), after setting
+    /// `environment` in ours; returns only on failure. The corresponding C functions are
+    /// `setenv` and `execv`.
+    static func execute(_ path: String, _ arguments: [String], environment: [(String, String)]) -> IOError {
+        if let forced = syscallHook("execv", [arguments.count]) { return IOError(errno: forced, syscall: "execv") }
+        for (k, v) in environment where setenv(k, v, 1) != 0 { return IOError(errno: piconet_errno(), syscall: "setenv") }
+        var cArgs: [UnsafeMutablePointer<CChar>?] = arguments.map { strdup($0) } + [nil]
+        defer { for p in cArgs { free(p) } }
+        _ = execv(path, &cArgs)
+        return IOError(errno: piconet_errno(), syscall: "execv \(path)")
+    }
+
     /// The path of the running executable. The corresponding C function is `readlink("/proc/self/exe")`.
     static func executablePath() -> String? {
         var buffer = [CChar](repeating: 0, count: 4096)
