@@ -78,6 +78,17 @@ public struct UpdateState: Equatable, Sendable {
     }
 }
 
+extension UpdateState {
+    func endingTrial() -> UpdateState {
+        var s = self
+        s.trial = nil
+        s.trialVersion = ""
+        s.attempts = 0
+        s.deadline = 0
+        return s
+    }
+}
+
 public enum UpdateStateError: Error, Equatable, Sendable, CustomStringConvertible {
     case malformed(String)
     public var description: String {
@@ -126,11 +137,7 @@ public enum UpdateGuard {
     public static func rolledBack(_ state: UpdateState, reason: String) -> UpdateState {
         var s = state
         s.outcome = "rolled back from \(s.trialVersion): \(reason)"
-        s.trial = nil
-        s.trialVersion = ""
-        s.attempts = 0
-        s.deadline = 0
-        return s
+        return s.endingTrial()
     }
 
     /// The trial binary reported healthy: it becomes the good one.
@@ -140,11 +147,7 @@ public enum UpdateGuard {
         s.good = trial
         s.goodVersion = s.trialVersion
         s.outcome = "healthy: \(s.trialVersion)"
-        s.trial = nil
-        s.trialVersion = ""
-        s.attempts = 0
-        s.deadline = 0
-        return s
+        return s.endingTrial()
     }
 
     /// Where a new binary goes: the slot that is neither good nor running. Nil while a trial runs.
