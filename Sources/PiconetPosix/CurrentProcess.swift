@@ -110,4 +110,7 @@ public enum FileSystem {
 
     /// Whether `path` names a directory. The corresponding C function is `stat`.
     public static func isDirectory(_ path: String) -> Bool { Sys.isDirectory(path) }
+
+    /// Whether `path` exists and this process may execute it. The corresponding C function is `access`.
+    public static func isExecutable(_ path: String) -> Bool { Sys.isExecutable(path) }
 }

@@ -12,6 +12,8 @@ public struct ResourceReceiverConfiguration: Sendable, Equatable {
     /// Chunks failing their hash one after another before the transfer is cancelled (the
     /// sender's file is changing, or something corrupts every chunk: resending will not help).
     public var maximumBadChunksInARow = 3
+    /// When set, the one name taken (a board takes only its update package); others are refused.
+    public var onlyName: String?
     public init() {}
 }
 
@@ -138,6 +140,7 @@ public struct ResourceReceiver<Store: ResourceStore> {
 
     private mutating func consider(_ key: ResourceKey, at now: Instant) {
         if let e = ResourceName.validate(key.name) { return refuse(.badName, e.description) }
+        if let only = configuration.onlyName, key.name != only { return refuse(.badName, "this peer takes only \"\(only)\"") }
         guard key.chunkSize > 0, key.chunkSize <= configuration.maximumChunkSize else {
             return refuse(.unsupported, "chunks of \(key.chunkSize) bytes; this receiver takes up to \(configuration.maximumChunkSize)")
         }

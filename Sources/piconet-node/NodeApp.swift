@@ -6,6 +6,7 @@ import PiconetPosix
 import PiconetRuntime
 import PiconetSensors
 import PiconetSession
+import PiconetUpdate
 import PiconetWire
 
 /// The node's wiring on one epoll loop: session socket, mDNS advertiser,
@@ -59,6 +60,10 @@ final class NodeApp {
     var tallies: [PeerID: ReliableSendTally] = [:]
     static let tallyLimit = 8
     var stopping = false
+    /// `--update-key`: signed updates of this binary.
+    var updates: BoardUpdates?
+    /// Set when an update asks for a restart: `main` starts the installed binary again after `run`.
+    var restartRequested = false
     /// `--hr-sensor`: the real strap (its measurements replace the simulated heart rate).
     var heartRateSensor: HeartRateSensorLink?
     /// `--hr-sensor auto` while it scans (then `heartRateSensor`).
@@ -121,6 +126,15 @@ final class NodeApp {
         if case let .iio(name) = settings.motion {
             motionDevice = IIOMotionLink(loop: loop, name: name, hertz: Int(settings.motionHz.rounded()))
         }
+        if let keyPath = settings.updateKeyPath {
+            let key = try attempt { () throws(UpdateRefusal) in try BoardUpdates.loadKey(keyPath) }
+            guard let version = ReleaseVersion(PiconetVersion.number) else { throw .other(description: "version \(PiconetVersion.number)", unavailable: false) }
+            var u = BoardUpdates.Settings(files: UpdateFiles(directory: settings.updateDirectory), publicKey: key, runningVersion: version)
+            u.healthSeconds = settings.updateHealthSeconds
+            updates = try attempt { () throws(UpdateRefusal) in try BoardUpdates(settings: u, session: session, loop: loop) }
+        }
+        log("piconet-node \(PiconetVersion.number)" + (updates.map { _ in ", updates signed by \(settings.updateKeyPath ?? "") into \(settings.updateDirectory)" } ?? "")
+            + (UpdateLauncher.runningSlot == .factory ? "" : ", running slot \(UpdateLauncher.runningSlot.rawValue)"))
         log("identity \(identity.peerID) (\(settings.identityPath)), policy \(settings.policyText)"
             + (trust.map { ", \($0.count) trusted hubs in \($0.path)" } ?? ""))
     }
@@ -131,6 +145,14 @@ final class NodeApp {
 
     func run() throws(NodeFailure) {
         session.onEvent = { [weakSelf] in weakSelf.owner?.handle($0) }
+        if let updates {
+            updates.log = { [weakSelf] in weakSelf.owner?.log($0) }
+            updates.onRestart = { [weakSelf] in
+                weakSelf.owner?.restartRequested = true
+                weakSelf.owner?.shutdown()
+            }
+            updates.start()
+        }
         pairingAgent?.onEvent = { [weakSelf] e in weakSelf.owner?.log("\(e)") }
         var info: [(String, String?)] = [
             ("v", "1"), ("id", identity.peerID.description), ("board", settings.board),
@@ -285,6 +307,7 @@ final class NodeApp {
     }
 
     func handle(_ event: SessionEvent) {
+        if let updates, updates.handle(event) { return }
         // An invitation on show that ended without the button (timeout, inviter gone): stop asking.
         if case let .invitationFinished(id, _) = event, let shown = consent.shown, shown.id == id {
             apply(consent.withdrawn(shown, at: loop.now))
@@ -584,6 +607,7 @@ extension SessionHostError: NodeFailureConvertible {
 }
 extension BluetoothSessionError: NodeFailureConvertible { var nodeFailure: NodeFailure { .other(description: description, unavailable: false) } }
 extension TrustStoreFile.Failure: NodeFailureConvertible { var nodeFailure: NodeFailure { .other(description: description, unavailable: false) } }
+extension UpdateRefusal: NodeFailureConvertible { var nodeFailure: NodeFailure { .other(description: "updates: \(description)", unavailable: false) } }
 extension DiscoveryError: NodeFailureConvertible { var nodeFailure: NodeFailure { .other(description: description, unavailable: false) } }
 extension NodeSettings.Invalid: NodeFailureConvertible {
     var nodeFailure: NodeFailure { .other(description: description, unavailable: false) }

@@ -38,6 +38,12 @@ struct NodeSettings {
     var hrSensorAuto = false
     /// `--motion`: the simulated wearable's motion, or a kernel IIO accelerometer's.
     var motion: MotionSourceSelector = .simulated
+    /// `--update-key`: the release key (minisign .pub); without it the node takes no updates.
+    var updateKeyPath: String?
+    /// Where updates live: the state file, slots A and B, a package while it arrives.
+    var updateDirectory = ""
+    /// How long a new binary has to get a session back before it rolls itself back.
+    var updateHealthSeconds: Int64 = 120
 
     /// Config file keys: the long flag names, plus `role`, `state-dir`, `gpio-chip`, `allow-list`.
     /// The camelCase spellings scripts/lib/board-files.sh writes stay accepted.
@@ -45,10 +51,11 @@ struct NodeSettings {
         binary: "piconet-node",
         keys: ["name", "role", "service", "board", "interface", "state-dir", "identity", "trust-store",
                "accept", "allow-list", "profile", "seed", "motion-hz", "port", "encryption",
-               "boards-dir", "gpio-chip", "transport", "adapter", "psm", "security", "pairing", "hr-sensor", "motion"],
+               "boards-dir", "gpio-chip", "transport", "adapter", "psm", "security", "pairing", "hr-sensor", "motion",
+               "update-key", "update-dir", "update-health"],
         aliases: ["interfaces": "interface", "stateDirectory": "state-dir", "trustStore": "trust-store",
                   "allowList": "allow-list", "motionHz": "motion-hz", "boardsDirectory": "boards-dir", "gpioChip": "gpio-chip",
-                  "hrSensor": "hr-sensor"],
+                  "hrSensor": "hr-sensor", "updateKey": "update-key"],
         elsewhere: ["invite": "piconet-hub", "http": "piconet-hub", "db": "piconet-hub", "max-heart-rate": "piconet-hub",
                     "maxHeartRate": "piconet-hub", "retention-days": "piconet-hub", "retentionDays": "piconet-hub",
                     "latency-report": "piconet-hub", "json": "piconet-hub", "plain": "piconet-hub"])
@@ -132,6 +139,11 @@ struct NodeSettings {
             throw .config(ConfigFile.Failure(path: config ?? "", key: "role", why: "is '\(v)', and this is piconet-node", fix: "give this file to piconet-\(v)"))
         }
         s.trustStorePath = try opt.string("trust-store") ?? TrustStoreFile.defaultPath(nextTo: s.identityPath)
+        s.updateKeyPath = try opt.string("update-key")
+        let keyDirectory = s.identityPath.lastIndex(of: "/").map { String(s.identityPath[..<$0]) } ?? "."
+        let configuredState = try file.string("state-dir")
+        s.updateDirectory = try opt.string("update-dir") ?? (configuredState ?? keyDirectory) + "/update"
+        s.updateHealthSeconds = try opt.integer("update-health", as: Int64.self, fileRange: 5...86_400) ?? 120
         s.service = try opt.string("service") ?? s.service
         s.interfaces = try c.strings("interface").isEmpty ? (file.strings("interface") ?? []) : c.strings("interface")
         s.port = try opt.integer("port", as: UInt16.self, fileRange: 0...65535) ?? 0

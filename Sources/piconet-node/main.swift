@@ -4,6 +4,7 @@ import PiconetPosix
 import PiconetRuntime
 import PiconetSensors
 import PiconetSession
+import PiconetUpdate
 
 /// `piconet-node`: a wearable-style sensor node.
 ///
@@ -31,7 +32,11 @@ enum NodeCommand {
 
         Config file keys (JSON object) are the long option names: name, service, interface, port, identity,
         trust-store, accept, encryption, profile, seed, motion-hz, board, boards-dir, transport, adapter, psm,
-        security, pairing, hr-sensor, motion; and role, state-dir, gpio-chip, allow-list (older camelCase keys are accepted too).
+        security, pairing, hr-sensor, motion, update-key, update-dir, update-health; and role, state-dir, gpio-chip,
+        allow-list (older camelCase keys are accepted too).
+        Updates (--update-key): the binary that was installed starts first, every time, and runs the
+        update that is on trial (two starts at most, rolled back without a session in --update-health)
+        or the last one confirmed; see docs/updates.md.
         Exit status: 0 done, 1 failed while running, 64 bad option, 69 interface unavailable,
         77 key file refused or permission denied (Bluetooth, IIO), 78 bad config file.
         Bluetooth: piconet-node --transport bluetooth --adapter hci1 --accept all (LE advertising, L2CAP PSM 129).
@@ -64,6 +69,11 @@ enum NodeCommand {
             .value("hr-sensor", "ADDR", help: HeartRateSensorSelector.help),
             .value("motion", "sim|iio:NAME", help: MotionSourceSelector.help),
             .value("duration", "seconds", help: "Stop after this many seconds (0 = run until SIGINT/SIGTERM)."),
+            .value("update-key", "path",
+                   help: "Release key (minisign .pub): take signed updates of this binary (piconet update); without it, none."),
+            .value("update-dir", "path", help: "Where updates live: state, slots A and B (default: update/ beside the identity key)."),
+            .value("update-health", "seconds",
+                   help: "A new binary that has no session back within this time is rolled back (5-86400, default 120)."),
             .flag("quiet", help: "Print only errors."),
         ],
         aliases: ["key": "identity"])
@@ -100,9 +110,18 @@ enum NodeCommand {
                 return ExitStatus.usage
             }
         }
+        // Before anything else: the installed binary hands over to an update when the state says so.
+        UpdateLauncher.start(files: UpdateFiles(directory: settings.updateDirectory), arguments: CurrentProcess.arguments) {
+            Console.err("piconet-node: \($0)\n")
+        }
         do {
             let app = try NodeApp(settings)
             try app.run()
+            if app.restartRequested {
+                let failure = UpdateLauncher.restart(arguments: CurrentProcess.arguments)
+                Console.err("piconet-node: error: restart after an update failed: \(failure)\n")
+                return 1
+            }
         } catch {
             if case .session(.addressInUse) = error, settings.port != 0 {
                 // The session socket is the only fixed port the node binds (mDNS shares 5353).
