@@ -138,7 +138,7 @@ public final class BoardUpdates {
             guard state.trial == nil else { throw .busy("version \(state.trialVersion) is on trial") }
             guard let slot = UpdateGuard.installSlot(state, running: UpdateLauncher.runningSlot) else { throw .busy("no free slot") }
             let file: PositionedFile, size: Int, head: [UInt8]
-            do {
+            do throws(IOError) {
                 file = try PositionedFile(path: path, readOnly: true)
                 size = try file.size()
                 head = try file.read(at: 0, count: UpdatePackageHeader.maximumLength)
@@ -152,13 +152,13 @@ public final class BoardUpdates {
             var offset = header.length
             while offset < size {
                 let piece: [UInt8]
-                do { piece = try file.read(at: offset, count: min(1 << 16, size - offset)) } catch { throw .storage("\(path): \(error)") }
+                do throws(IOError) { piece = try file.read(at: offset, count: min(1 << 16, size - offset)) } catch { throw .storage("\(path): \(error)") }
                 guard !piece.isEmpty else { break }
                 try check.update(piece)
                 offset += piece.count
             }
             let version = try check.finish()
-            do {
+            do throws(IOError) {
                 try settings.files.install(from: path, offset: header.length, count: size - header.length, into: slot)
                 state = UpdateGuard.onTrial(state, slot: slot, version: version.description, sender: peer.description,
                                             deadline: Self.unixNow() + settings.healthSeconds)
