@@ -190,11 +190,18 @@ public final class BoardUpdates {
         try? session.finish(id, to: peer)
     }
 
-    /// The release key file `minisign -G` wrote (the .pub).
-    public static func loadKey(_ path: String) throws(UpdateRefusal) -> MinisignPublicKey {
-        let bytes: [UInt8]
-        do { bytes = try FileSystem.read(path, limit: 4096) } catch { throw .storage("release key \(path): \(error)") }
-        do { return try MinisignPublicKey(String(decoding: bytes, as: UTF8.self)) } catch { throw .signature(error) }
+    /// The release key: the .pub file `minisign -G` wrote, or its key line itself (`RW...`, as
+    /// scripts/provision writes it into the config).
+    public static func loadKey(_ pathOrKey: String) throws(UpdateRefusal) -> MinisignPublicKey {
+        let text: String
+        if pathOrKey.hasPrefix("RW"), !pathOrKey.contains("/") {
+            text = pathOrKey
+        } else {
+            do { text = String(decoding: try FileSystem.read(pathOrKey, limit: 4096), as: UTF8.self) } catch {
+                throw .storage("release key \(pathOrKey): \(error)")
+            }
+        }
+        do { return try MinisignPublicKey(text) } catch { throw .signature(error) }
     }
 
     static func unixNow() -> Int64 { WallClock.nanosecondsSinceEpoch() / 1_000_000_000 }

@@ -18,7 +18,9 @@
 #    "gpio-chip":LABEL|null, "interface":[IFACE]  (the discovery interface, wlan0 by default),
 #    "state-dir":"/var/lib/piconet", "boards-dir":"/etc/piconet/boards",
 #    "allow-list":[PEER_ID]   (a node: only with --hub-key, 32 hex digits as piconet-hub prints it;
-#                              a hub: the --node-key IDs; without any a hub admits no node)}
+#                              a hub: the --node-key IDs; without any a hub admits no node),
+#    "update-key":"RW..."     (a node: only with --update-key FILE, the release key's line from the
+#                              minisign .pub: the node then takes signed updates, docs/updates.md)}
 # With scripts/provision --prefix P, state-dir and boards-dir start with P, so the
 # binary started from the prefix keeps its identity and finds its board there.
 
@@ -103,23 +105,34 @@ check_name() {
   warn "name '$1' is not a valid hostname (1-63 of a-z 0-9 -, not starting or ending with -)"
   return 1
 }
+# release_key_line FILE: the key line of a minisign public key file (what `minisign -G` writes:
+# a comment, then "RW" and 54 more base64 characters), or a message and 1.
+release_key_line() {
+  local line
+  [ -r "$1" ] || { warn "release key $1: not readable (make one with: minisign -G -p release.pub -s release.key)"; return 1; }
+  line=$(grep -v '^untrusted comment:' "$1" | head -n1 | tr -d '\r')
+  [[ "$line" =~ ^RW[A-Za-z0-9+/]{54}$ ]] || { warn "release key $1: not a minisign public key (no RW... key line)"; return 1; }
+  printf '%s\n' "$line"
+}
 check_key() {
   [[ "$1" =~ ^[0-9a-fA-F]{32}$ ]] && return 0
   warn "hub key must be the hub's peer ID: 32 hex digits, as piconet-hub prints it at start (got '$1')"
   return 1
 }
 
-# render_config ROLE NAME BOARD_FILE [KEYS] [IFACE] [PREFIX]: the config JSON on stdout. KEYS: a
-# node's hub peer ID, or a hub's node peer IDs comma-separated (its allow-list: the nodes it invites).
-# IFACE "" leaves "interface" out (the binary then uses every up multicast interface).
+# render_config ROLE NAME BOARD_FILE [KEYS] [IFACE] [PREFIX] [RELEASE_KEY]: the config JSON on stdout.
+# KEYS: a node's hub peer ID, or a hub's node peer IDs comma-separated (its allow-list: the nodes it
+# invites). IFACE "" leaves "interface" out (the binary then uses every up multicast interface).
+# RELEASE_KEY: the minisign public key line a node takes updates signed with (release_key_line).
 render_config() {
-  local role=$1 name=$2 board=$3 key=${4:-} iface=${5-wlan0} prefix=${6:-}
+  local role=$1 name=$2 board=$3 key=${4:-} iface=${5-wlan0} prefix=${6:-} release=${7:-}
   jq -n --arg role "$role" --arg name "$name" --arg service "$PICONET_SERVICE_TYPE" \
-        --arg key "$key" --arg iface "$iface" --arg p "$prefix" --slurpfile b "$board" '
+        --arg key "$key" --arg iface "$iface" --arg p "$prefix" --arg release "$release" --slurpfile b "$board" '
     {name: $name, role: $role, service: $service, board: $b[0].id, "gpio-chip": $b[0].gpioChip,
      "state-dir": ($p + "/var/lib/piconet"), "boards-dir": ($p + "/etc/piconet/boards")}
     + (if $iface == "" then {} else {interface: [$iface]} end)
-    + (if $key == "" then {} else {"allow-list": ($key | ascii_downcase | split(","))} end)'
+    + (if $key == "" then {} else {"allow-list": ($key | ascii_downcase | split(","))} end)
+    + (if $release == "" then {} else {"update-key": $release} end)'
 }
 
 # start_command ROLE [PREFIX]: the command line that runs the binary on its config: the unit's
@@ -268,11 +281,11 @@ check_pubkey() {
 # under DIR, the files both scripts install, with their final modes (the config's paths under
 # PREFIX, the unit's never: systemd does not look in a prefix). Prints nothing.
 stage_board_files() {
-  local dir=$1 role=$2 name=$3 board=$4 bin=$5 key=${6:-} wifi=${7-wlan0} prefix=${8:-} id
+  local dir=$1 role=$2 name=$3 board=$4 bin=$5 key=${6:-} wifi=${7-wlan0} prefix=${8:-} release=${9:-} id
   id=$(jq -r .id "$board")
   install -d -m 0755 "$dir/usr/local/bin" "$dir/etc/piconet/boards" "$dir/etc/systemd/system"
   install -m 0755 "$bin" "$dir/usr/local/bin/piconet-$role"
-  render_config "$role" "$name" "$board" "$key" "$wifi" "$prefix" >"$dir/etc/piconet/$role.json"
+  render_config "$role" "$name" "$board" "$key" "$wifi" "$prefix" "$release" >"$dir/etc/piconet/$role.json"
   install -m 0644 "$board" "$dir/etc/piconet/board.json"
   install -m 0644 "$board" "$dir/etc/piconet/boards/$id.json"
   render_unit "$role" "$board" >"$dir/etc/systemd/system/piconet-$role.service"
