@@ -198,7 +198,7 @@ let package = Package(
         .testTarget(name: "PiconetIndicatorsTests", dependencies: ["PiconetIndicators", "PiconetTestSupport"], swiftSettings: swift6),
         .testTarget(name: "PiconetFleetTests", dependencies: ["PiconetFleet", "PiconetMQTT", "PiconetPosix", "PiconetWire"],
                     swiftSettings: swift6),
-        .testTarget(name: "PiconetRuntimeTests", dependencies: ["PiconetRuntime"], swiftSettings: swift6),
+        .testTarget(name: "PiconetRuntimeTests", dependencies: ["PiconetRuntime", "PiconetUpdate"], swiftSettings: swift6),
     ]
 )
 

@@ -194,7 +194,8 @@ public final class BoardUpdates {
     /// scripts/provision writes it into the config).
     public static func loadKey(_ pathOrKey: String) throws(UpdateRefusal) -> MinisignPublicKey {
         let text: String
-        if pathOrKey.hasPrefix("RW"), !pathOrKey.contains("/") {
+        // A key line is "RW" and 54 more base64 characters (42 bytes); a path is anything else.
+        if pathOrKey.utf8.count == 56, pathOrKey.hasPrefix("RW"), pathOrKey.utf8.allSatisfy({ Self.isBase64($0) }) {
             text = pathOrKey
         } else {
             do { text = String(decoding: try FileSystem.read(pathOrKey, limit: 4096), as: UTF8.self) } catch {
@@ -202,6 +203,10 @@ public final class BoardUpdates {
             }
         }
         do { return try MinisignPublicKey(text) } catch { throw .signature(error) }
+    }
+
+    static func isBase64(_ c: UInt8) -> Bool {
+        (c >= 0x41 && c <= 0x5A) || (c >= 0x61 && c <= 0x7A) || (c >= 0x30 && c <= 0x39) || c == 0x2B || c == 0x2F || c == 0x3D
     }
 
     static func unixNow() -> Int64 { WallClock.nanosecondsSinceEpoch() / 1_000_000_000 }

@@ -9,12 +9,7 @@ import Testing
 /// The receiver's files: a partial survives the process (a new store on the same folder
 /// resumes it), a finished file appears whole under its name, and nothing is left behind.
 @Suite struct FileResourceStoreTests {
-    private func makeDirectory() throws -> String {
-        var template = Array("/tmp/piconet-resources-XXXXXX".utf8CString)
-        let made = template.withUnsafeMutableBufferPointer { mkdtemp($0.baseAddress!) }
-        try #require(made != nil, "mkdtemp failed: errno \(errno)")
-        return String(cString: made!)
-    }
+    private func makeDirectory() throws -> String { try makeTemporaryDirectory("piconet-resources") }
 
     private func removeAll(_ dir: String) {
         for sub in [dir + "/.piconet-partial", dir] {
