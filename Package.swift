@@ -124,6 +124,9 @@ let package = Package(
         // Group sessions: a Raft-replicated log every member applies in one order (pure; needs
         // only Wire and Loop, so it can serve hubs and, later, terminals over any transport).
         .target(name: "PiconetGroup", dependencies: ["PiconetWire", "PiconetLoop"], swiftSettings: swift6),
+        // Local push: the wire format, a subscriber's durable queue (server) and the receiver
+        // (client), pure; in the node's graph too, since boards are push clients.
+        .target(name: "PiconetPush", dependencies: ["PiconetWire", "PiconetLoop"], swiftSettings: swift6),
 
         // The MQTT fleet export's topics, payloads and Home Assistant discovery (pure).
         .target(name: "PiconetFleet", dependencies: ["PiconetWire"], swiftSettings: swift6),
@@ -177,6 +180,7 @@ let package = Package(
         .testTarget(name: "PiconetDiscoveryTests", dependencies: ["PiconetDiscovery", "PiconetTestSupport"], swiftSettings: swift6),
         .testTarget(name: "PiconetSessionTests", dependencies: ["PiconetSession", "PiconetTestSupport"], swiftSettings: swift6),
         .testTarget(name: "PiconetGroupTests", dependencies: ["PiconetGroup", "PiconetTestSupport"], swiftSettings: swift6),
+        .testTarget(name: "PiconetPushTests", dependencies: ["PiconetPush", "PiconetTestSupport"], swiftSettings: swift6),
         .testTarget(name: "PiconetSensorsTests", dependencies: ["PiconetSensors", "PiconetHub", "PiconetDiscovery", "PiconetSession", "PiconetTestSupport"], swiftSettings: swift6),
         .testTarget(name: "PiconetStoreTests", dependencies: ["PiconetStore", "PiconetTestSupport",
                                                               .product(name: "GRDB", package: "GRDB.swift")], swiftSettings: swift6),
@@ -211,6 +215,8 @@ let nodeGraph: Set<String> = [
     "CBlueZ", "CGPIOD", "CSodium", "CMath", "CPiconetPosix",
     "PiconetWire", "PiconetLoop", "PiconetPosix", "PiconetIndicators", "PiconetLights",
     "PiconetDiscovery", "PiconetSession", "PiconetSensors", "PiconetRuntime", "piconet-node",
+    // Not linked by the node yet; kept in the graph so the Embedded build checks it.
+    "PiconetPush",
 ]
 
 if Context.environment["PICONET_EMBEDDED"] == "1" {
