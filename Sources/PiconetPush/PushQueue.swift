@@ -168,8 +168,8 @@ public struct PushQueue {
             lanes[0].removeFirst()
             ids[oldest.push.id] = nil
             stats.droppedFull += 1
-            out.append(.remove([oldest.push.sequence]))
             out.append(.dropped(oldest.push.id, sequence: oldest.push.sequence, reason: .queueFull))
+            out.append(.remove([oldest.push.sequence]))
         }
         lastSequence += 1
         let push = StoredPush(sequence: lastSequence, id: id, priority: priority, expiresAt: now + ttl, body: body)
@@ -227,8 +227,9 @@ public struct PushQueue {
             ids[e.push.id] = nil
             if !e.delivered { stats.delivered += 1 }
             stats.personAcknowledged += 1
-            out.append(.remove([sequence]))
+            // Reported before it is forgotten: a crash in between rings it again, never loses it.
             out.append(.personAcknowledged(e.push.id, sequence: sequence))
+            out.append(.remove([sequence]))
         }
         // Answered every time: the first answer may have been lost.
         if subscribed { out.append(.send(.closed(sequence: sequence))) }

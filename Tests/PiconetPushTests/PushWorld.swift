@@ -140,11 +140,15 @@ final class PushWorld {
         case .server:
             server = nil
             serverTimer.cancel()
-            loop.schedule(after: .milliseconds(pick(downtime))) { [unowned self] in self.startServer() }
+            loop.schedule(after: .milliseconds(pick(downtime))) { [unowned self] in
+                if self.server == nil { self.startServer() }
+            }
         case .client:
             client = nil
             clientTimer.cancel()
-            loop.schedule(after: .milliseconds(pick(downtime))) { [unowned self] in self.startClient() }
+            loop.schedule(after: .milliseconds(pick(downtime))) { [unowned self] in
+                if self.client == nil { self.startClient() }
+            }
         }
     }
 
@@ -319,10 +323,14 @@ final class PushWorld {
 
     // MARK: - Running and checks
 
-    /// Everything healed: no faults, both sides up and connected, time to finish the work.
+    /// Everything healed: no faults (a planned `crashAt` still happens), both sides up and
+    /// connected, time to finish the work.
     func settle(for d: Duration = .seconds(20)) {
-        faults = .clean
-        crashAt = nil
+        // No more loss or crashes mid-write; the link's and disks' delays stay.
+        faults.drop = 0
+        faults.duplicate = 0
+        faults.reorder = 0
+        faults.crashBeforeWrite = 0
         loop.advance(by: .milliseconds(200))
         if server == nil { startServer() }
         if client == nil { startClient() }
