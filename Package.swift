@@ -133,9 +133,10 @@ let package = Package(
         // OS edge for MQTT (hub only): libmosquitto driven by the epoll loop.
         .target(name: "PiconetMQTT", dependencies: ["PiconetPosix", "PiconetLoop", "CMosquitto"], swiftSettings: swift6),
 
-        // Hub history (runtime level: SQLite in WAL mode through GRDB; files through PiconetPosix, no Foundation import).
+        // Hub history, MQTT outbox and local push queues (runtime level: SQLite in WAL mode through GRDB; files through
+        // PiconetPosix, no Foundation import).
         .target(name: "PiconetStore",
-                dependencies: ["PiconetSensors", "PiconetHub", "PiconetPosix", .product(name: "GRDB", package: "GRDB.swift")],
+                dependencies: ["PiconetSensors", "PiconetHub", "PiconetPush", "PiconetPosix", .product(name: "GRDB", package: "GRDB.swift")],
                 swiftSettings: swift6),
 
         // Runtime: wiring and OS adapters.
@@ -182,7 +183,7 @@ let package = Package(
         .testTarget(name: "PiconetGroupTests", dependencies: ["PiconetGroup", "PiconetTestSupport"], swiftSettings: swift6),
         .testTarget(name: "PiconetPushTests", dependencies: ["PiconetPush", "PiconetTestSupport"], swiftSettings: swift6),
         .testTarget(name: "PiconetSensorsTests", dependencies: ["PiconetSensors", "PiconetHub", "PiconetDiscovery", "PiconetSession", "PiconetTestSupport"], swiftSettings: swift6),
-        .testTarget(name: "PiconetStoreTests", dependencies: ["PiconetStore", "PiconetTestSupport",
+        .testTarget(name: "PiconetStoreTests", dependencies: ["PiconetStore", "PiconetPush", "PiconetTestSupport",
                                                               .product(name: "GRDB", package: "GRDB.swift")], swiftSettings: swift6),
         // Store crash-test child and hub ingest benchmark (the test finds it beside the test bundle).
         .executableTarget(name: "piconet-store-tool", dependencies: ["PiconetStore", "PiconetHub", "PiconetSensors", "PiconetPosix"],
