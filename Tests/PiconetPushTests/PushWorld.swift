@@ -45,6 +45,7 @@ final class PushWorld {
     var server: PushQueue?
     var serverDisk = PushQueueStorage()
     var serverIncarnation = 0
+    private var serverDiskFree = Instant.zero
     var client: PushReceiver?
     /// The client's disk: the cursor and the application's record, written together.
     var clientCursor = PushCursor()
@@ -229,17 +230,20 @@ final class PushWorld {
             guard server != nil, incarnation == serverIncarnation else { return }
             switch a {
             case let .store(p):
-                if rng.chance(faults.crashBeforeWrite) {
-                    crash(.server)
-                    return
-                }
-                serverDisk.apply(a)
-                loop.schedule(after: .milliseconds(pick(faults.diskDelay))) { [unowned self] in
-                    guard self.serverIncarnation == incarnation else { return }
+                // One disk, writes in order; a crash loses those not done yet.
+                serverDiskFree = max(serverDiskFree, loop.now) + .milliseconds(pick(faults.diskDelay))
+                loop.schedule(at: serverDiskFree) { [unowned self] in
+                    guard self.serverIncarnation == incarnation, self.server != nil else { return }
+                    if self.rng.chance(self.faults.crashBeforeWrite) { return self.crash(.server) }
+                    self.serverDisk.apply(a)
                     self.driveServer { $0.stored(sequence: p.sequence, at: self.loop.now) }
                 }
             case .remove:
-                serverDisk.apply(a)
+                serverDiskFree = max(serverDiskFree, loop.now)
+                loop.schedule(at: serverDiskFree) { [unowned self] in
+                    guard self.serverIncarnation == incarnation, self.server != nil else { return }
+                    self.serverDisk.apply(a)
+                }
             case let .send(frame):
                 transmit(frame, toServer: false)
             case let .accepted(id, sequence):
