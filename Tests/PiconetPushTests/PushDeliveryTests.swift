@@ -75,7 +75,7 @@ import Glibc
     /// must have been recorded once, in order per priority, urgent ones closed by a person.
     @Test func seededFaultSchedulesDeliverExactlyOnce() {
         var failures: [String] = []
-        var totals = (posted: 0, recorded: 0, crashes: 0, disconnects: 0, resent: 0, duplicates: 0)
+        var totals = (posted: 0, recorded: 0, crashes: 0, disconnects: 0, resent: 0, duplicates: 0, dropped: 0)
         for k in 0..<Self.schedules {
             let seed = 0x9_0000 + UInt64(k)
             var rng = SeededRandom(seed: seed ^ 0x5EED)
@@ -86,7 +86,10 @@ import Glibc
             faults.delay = 1...(1 + Int64(rng.next() % 20))
             faults.diskDelay = 0...Int64(rng.next() % 30)
             faults.crashBeforeWrite = rng.chance(0.5) ? 0.02 : 0
-            let w = PushWorld(seed: seed, faults: faults)
+            // Some subscribers with a small queue: pushes dropped for room while others are in flight.
+            var small = PushWorld.quick
+            if rng.chance(0.3) { small.maximumPushes = 4 + Int(rng.next() % 12) }
+            let w = PushWorld(seed: seed, faults: faults, server: small)
             for _ in 0..<400 {
                 let r = rng.unit()
                 if r < 0.3 {
@@ -104,6 +107,7 @@ import Glibc
             w.settle(for: .seconds(30))
             w.checkSettled()
             totals.recorded += w.record.count
+            totals.dropped += w.dropped.count
             totals.crashes += w.crashes
             totals.disconnects += w.disconnects
             totals.duplicates += w.client?.stats.duplicates ?? 0
@@ -113,9 +117,11 @@ import Glibc
             }
         }
         print("push: \(Self.schedules) schedules, \(totals.posted) posted, \(totals.recorded) recorded, \(totals.crashes) crashes, "
-              + "\(totals.disconnects) disconnects, \(totals.resent) resent, \(totals.duplicates) duplicates dropped by the client")
+              + "\(totals.disconnects) disconnects, \(totals.resent) resent, \(totals.duplicates) duplicates dropped by the client, "
+              + "\(totals.dropped) dropped by full queues")
         #expect(failures.isEmpty, "\(failures.prefix(6))")
         #expect(totals.crashes > Self.schedules && totals.disconnects > Self.schedules, "the schedules were rough")
         #expect(totals.recorded > totals.posted / 2, "and most pushes got through")
+        #expect(totals.dropped > 0, "some queues were full")
     }
 }
