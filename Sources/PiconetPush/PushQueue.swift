@@ -53,6 +53,9 @@ public struct PushQueue {
         }
     }
 
+    /// The highest sequence a subscriber may claim to hold.
+    public static let maximumSequence: UInt64 = 1 << 62
+
     /// Pushes held, both priorities.
     public var count: Int { lanes[0].count + lanes[1].count }
 
@@ -91,7 +94,13 @@ public struct PushQueue {
         out.removeAll()
         switch frame {
         case let .subscribe(normal, urgent):
-            receivedSubscribe([normal, urgent], at: now)
+            // A cursor no queue could have reached would move the next sequence to the end of
+            // the range (and the one after it past it): refused.
+            if max(normal, urgent) > Self.maximumSequence {
+                stats.violations += 1
+            } else {
+                receivedSubscribe([normal, urgent], at: now)
+            }
         case let .ack(priority, through):
             if through > lastSequence {
                 stats.violations += 1

@@ -130,6 +130,10 @@ import Testing
         #expect(q.received(.ack(.normal, through: 5), at: t0).isEmpty)
         #expect(q.received(.ring(sequence: 1), at: t0).isEmpty)
         #expect(q.received(.personAck(sequence: 3), at: t0).isEmpty)
-        #expect(q.stats.violations == 3)
+        #expect(q.received(.subscribe(lastNormal: .max, lastUrgent: 0), at: t0).isEmpty && !q.subscribed)
+        #expect(q.stats.violations == 4)
+        _ = q.received(.subscribe(lastNormal: PushQueue.maximumSequence, lastUrgent: 0), at: t0)
+        #expect(q.post(id: Self.id(1), priority: .normal, body: [], ttl: .seconds(1), at: t0).result
+            == .queued(sequence: PushQueue.maximumSequence + 1))
     }
 }
