@@ -125,6 +125,9 @@ let package = Package(
         // Group sessions: a Raft-replicated log every member applies in one order (pure; needs
         // only Wire and Loop, so it can serve hubs and, later, terminals over any transport).
         .target(name: "PiconetGroup", dependencies: ["PiconetWire", "PiconetLoop"], swiftSettings: swift6),
+        // Local push: the wire format, a subscriber's durable queue (server) and the receiver
+        // (client), pure; in the node's graph too, since boards are push clients.
+        .target(name: "PiconetPush", dependencies: ["PiconetWire", "PiconetLoop"], swiftSettings: swift6),
 
         // Board updates: the package a board receives, its checks, and the A/B slot state that
         // decides which binary starts (pure; the node links it, so Embedded too).
@@ -135,9 +138,10 @@ let package = Package(
         // OS edge for MQTT (hub only): libmosquitto driven by the epoll loop.
         .target(name: "PiconetMQTT", dependencies: ["PiconetPosix", "PiconetLoop", "CMosquitto"], swiftSettings: swift6),
 
-        // Hub history (runtime level: SQLite in WAL mode through GRDB; files through PiconetPosix, no Foundation import).
+        // Hub history, MQTT outbox and local push queues (runtime level: SQLite in WAL mode through GRDB; files through
+        // PiconetPosix, no Foundation import).
         .target(name: "PiconetStore",
-                dependencies: ["PiconetSensors", "PiconetHub", "PiconetPosix", .product(name: "GRDB", package: "GRDB.swift")],
+                dependencies: ["PiconetSensors", "PiconetHub", "PiconetPush", "PiconetPosix", .product(name: "GRDB", package: "GRDB.swift")],
                 swiftSettings: swift6),
 
         // Runtime: wiring and OS adapters.
@@ -183,8 +187,9 @@ let package = Package(
         .testTarget(name: "PiconetSessionTests", dependencies: ["PiconetSession", "PiconetTestSupport"], swiftSettings: swift6),
         .testTarget(name: "PiconetUpdateTests", dependencies: ["PiconetUpdate", "PiconetSession", "PiconetTestSupport"], swiftSettings: swift6),
         .testTarget(name: "PiconetGroupTests", dependencies: ["PiconetGroup", "PiconetTestSupport"], swiftSettings: swift6),
+        .testTarget(name: "PiconetPushTests", dependencies: ["PiconetPush", "PiconetTestSupport"], swiftSettings: swift6),
         .testTarget(name: "PiconetSensorsTests", dependencies: ["PiconetSensors", "PiconetHub", "PiconetDiscovery", "PiconetSession", "PiconetTestSupport"], swiftSettings: swift6),
-        .testTarget(name: "PiconetStoreTests", dependencies: ["PiconetStore", "PiconetTestSupport",
+        .testTarget(name: "PiconetStoreTests", dependencies: ["PiconetStore", "PiconetPush", "PiconetTestSupport",
                                                               .product(name: "GRDB", package: "GRDB.swift")], swiftSettings: swift6),
         // Store crash-test child and hub ingest benchmark (the test finds it beside the test bundle).
         .executableTarget(name: "piconet-store-tool", dependencies: ["PiconetStore", "PiconetHub", "PiconetSensors", "PiconetPosix"],
@@ -217,6 +222,8 @@ let nodeGraph: Set<String> = [
     "CBlueZ", "CGPIOD", "CSodium", "CMath", "CPiconetPosix",
     "PiconetWire", "PiconetLoop", "PiconetPosix", "PiconetIndicators", "PiconetLights",
     "PiconetDiscovery", "PiconetSession", "PiconetSensors", "PiconetUpdate", "PiconetRuntime", "piconet-node",
+    // Not linked by the node yet; kept in the graph so the Embedded build checks it.
+    "PiconetPush",
 ]
 
 if Context.environment["PICONET_EMBEDDED"] == "1" {
