@@ -100,6 +100,17 @@ public enum FileSystem {
     /// The corresponding C function is `mkdir`.
     public static func makeDirectory(_ path: String) throws(IOError) { try Sys.makeDirectory(path, mode: 0o755) }
 
+    /// Creates `path` as a directory only this user can enter (0700), or takes the one that is
+    /// there if it is this user's, 0700 and not a link: a spool in a shared RAM folder such as
+    /// /dev/shm, which another user could otherwise have made first to read or plant files.
+    /// The corresponding C functions are `mkdir`, `open(O_DIRECTORY|O_NOFOLLOW)` and `fstat`.
+    public static func makePrivateDirectory(_ path: String) throws(IOError) {
+        try Sys.makePrivateDirectory(path)
+    }
+
+    /// Removes an empty directory. The corresponding C function is `rmdir`.
+    public static func removeDirectory(_ path: String) throws(IOError) { try Sys.removeDirectory(path) }
+
     /// Removes a file. The corresponding C function is `unlink`.
     public static func remove(_ path: String) throws(IOError) { try Sys.removeFile(path) }
 

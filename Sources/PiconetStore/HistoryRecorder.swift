@@ -5,11 +5,12 @@ import PiconetLoop
 /// unwritable path) it keeps going in memory and says so.
 ///
 /// The hub's aggregation never waits on the disk: rows are queued (bounded, oldest dropped
-/// and counted) and written in one transaction once every `commitInterval` (`flushIfDue`, which
-/// the runtime calls once a second), sooner once `commitRows` wait, and on
-/// exit (`flush`). Few large commits are what keeps an SD card's writes close to the data kept;
-/// the price is that a `kill -9` or a power cut loses the rows of the interval not yet committed,
-/// at most `commitInterval`. On failure the rows stay queued, `mode` becomes `.memoryOnly(error)`
+/// and counted) and committed once every `commitInterval` (`flushIfDue`, which the runtime calls
+/// once a second), sooner once `commitRows` wait, and on exit (`flush`). With a spool (a file in
+/// RAM, `HistorySpool.swift`) those commits go there and move into the history file once every
+/// `syncInterval`: few large commits are what keeps an SD card's writes close to the data kept,
+/// and a `kill -9` still loses at most `commitInterval` of rows (a power cut: at most
+/// `syncInterval` plus `commitInterval`). Without a spool every commit goes to the file. On failure the rows stay queued, `mode` becomes `.memoryOnly(error)`
 /// with a clear message, and the next commit tries again, so freeing disk space heals it.
 ///
 /// Without a store (`--db off`, or a path that could not be opened) there is nothing a queued
@@ -30,8 +31,14 @@ public final class HistoryRecorder {
     public let pendingLimit: Int
     /// The longest a recorded row waits before its commit (`--commit-interval`).
     public let commitInterval: Duration
+    /// The longest a row waits in the spool before it moves into the history file (`--sync-interval`).
+    public let syncInterval: Duration
     /// When `flushIfDue` last committed (or first ran); nil before it ever ran.
     private var lastCommit: Instant?
+    /// When the oldest row now in the spool was committed there; nil while the spool is empty.
+    private var spooledSince: Instant?
+    /// Rows committed to the spool and not yet moved into the file.
+    public private(set) var spooledCount = 0
     /// Rows queued, oldest first.
     public var pendingBatches: [StoredBatch] { Array(batchQueue[batchHead...]) }
     public var pendingAggregates: [StoredAggregate] { Array(aggregateQueue[aggregateHead...]) }
@@ -52,16 +59,18 @@ public final class HistoryRecorder {
     /// Opens `path`; when `path` is nil the recorder is `.off`, and when it cannot be opened
     /// `.memoryOnly(error)` (the hub refuses to start then). Either way without a store no row is kept.
     public init(path: String?, retention: RetentionPolicy = RetentionPolicy(), pendingLimit: Int = 50_000,
-                commitInterval: Duration = HistoryRecorder.defaultCommitInterval) {
+                commitInterval: Duration = HistoryRecorder.defaultCommitInterval, spoolPath: String? = nil,
+                syncInterval: Duration = HistoryRecorder.defaultSyncInterval) {
         self.pendingLimit = max(1, pendingLimit)
         self.commitInterval = commitInterval
+        self.syncInterval = syncInterval
         guard let path else {
             store = nil
             mode = .off
             return
         }
         do throws(StoreError) {
-            store = try HistoryStore(path: path, retention: retention)
+            store = try HistoryStore(path: path, retention: retention, spoolPath: spoolPath)
             mode = .persisting
         } catch {
             store = nil
@@ -70,10 +79,12 @@ public final class HistoryRecorder {
     }
 
     /// Wraps an already open store.
-    public init(store: HistoryStore, pendingLimit: Int = 50_000, commitInterval: Duration = HistoryRecorder.defaultCommitInterval) {
+    public init(store: HistoryStore, pendingLimit: Int = 50_000, commitInterval: Duration = HistoryRecorder.defaultCommitInterval,
+                syncInterval: Duration = HistoryRecorder.defaultSyncInterval) {
         self.store = store
         self.pendingLimit = max(1, pendingLimit)
         self.commitInterval = commitInterval
+        self.syncInterval = syncInterval
         mode = .persisting
     }
 
@@ -113,7 +124,13 @@ public final class HistoryRecorder {
     }
 
     /// How long a row waits for its commit unless configured: what a `kill -9` can lose.
-    public static let defaultCommitInterval: Duration = .seconds(60)
+    public static let defaultCommitInterval: Duration = .seconds(1)
+
+    /// How long a row waits in the spool unless configured: what a power cut can lose besides.
+    public static let defaultSyncInterval: Duration = .seconds(60)
+
+    /// Spooled rows that make a move into the file due before its interval: the spool is RAM.
+    public static let syncRows = 16_384
 
     /// Rows waiting for their commit.
     public var pendingCount: Int { batchQueue.count - batchHead + aggregateQueue.count - aggregateHead }
@@ -124,19 +141,29 @@ public final class HistoryRecorder {
     public static let commitRows = 4_096
 
     /// Commits the queue when `commitInterval` has passed since the last commit (monotonic `now`),
-    /// or sooner once `commitRows` (or half the queue's capacity) wait. The first call only
-    /// starts the interval.
+    /// or sooner once `commitRows` (or half the queue's capacity) wait: to the spool if there is
+    /// one, and the spool into the file once its oldest row is `syncInterval` old (or `syncRows`
+    /// wait). The first call only starts the interval. With nothing queued or spooled it writes
+    /// nothing, so an idle hub's calls touch no file.
     @discardableResult
     public func flushIfDue(at now: Instant) -> StoreError? {
         guard let last = lastCommit else { lastCommit = now; return nil }
+        if let since = spooledSince, now - since >= syncInterval || spooledCount >= Self.syncRows {
+            lastCommit = now
+            return flush()
+        }
         guard now - last >= commitInterval || pendingCount >= min(Self.commitRows, (pendingLimit + 1) / 2) else { return nil }
         lastCommit = now
-        return flush()
+        guard store?.spoolPath != nil else { return flush() }
+        return commit(toSpool: true, at: now)
     }
 
-    /// Writes everything queued. Returns the error that sent the recorder to memory, if any.
+    /// Writes everything queued and spooled into the history file. Returns the error that sent
+    /// the recorder to memory, if any.
     @discardableResult
-    public func flush() -> StoreError? {
+    public func flush() -> StoreError? { commit(toSpool: false, at: nil) }
+
+    private func commit(toSpool: Bool, at now: Instant?) -> StoreError? {
         guard let store else { return nil }
         do throws(StoreError) {
             // One transaction for both: a row leaves the queue only once its commit returned.
@@ -145,8 +172,17 @@ public final class HistoryRecorder {
             aggregateQueue.removeFirst(aggregateHead)
             batchHead = 0
             aggregateHead = 0
-            try store.append(batches: batchQueue, aggregates: aggregateQueue)
-            written += batchQueue.count + aggregateQueue.count
+            let rows = batchQueue.count + aggregateQueue.count
+            if toSpool {
+                try store.spool(batches: batchQueue, aggregates: aggregateQueue)
+                if rows > 0, spooledSince == nil { spooledSince = now }
+                spooledCount += rows
+            } else {
+                try store.settle(batches: batchQueue, aggregates: aggregateQueue)
+                spooledSince = nil
+                spooledCount = 0
+            }
+            written += rows
             batchQueue.removeAll(keepingCapacity: true)
             aggregateQueue.removeAll(keepingCapacity: true)
             mode = .persisting

@@ -118,15 +118,19 @@ public struct RetentionPolicy: Equatable, Sendable {
 public final class HistoryStore {
     public let path: String
     public let retention: RetentionPolicy
-    private let file: SQLiteFile
+    let file: SQLiteFile
     /// Batches stored, once `applyRetention` summed them; kept current by `append` and the
     /// deletes, so the cap needs no scan of the whole table each time.
-    private var batchTotal: Int?
+    var batchTotal: Int?
+    /// The spool attached to the file (`HistorySpool.swift`), nil without one.
+    public let spoolPath: String?
 
     /// Opens (creating if needed) the store at `path`; `":memory:"` keeps it in memory.
     /// - Parameter maximumPageCount: limits the file size in 4 KiB pages (for tests of a full disk).
+    /// - Parameter spoolPath: a file in RAM (tmpfs) that takes the frequent commits (`spool`);
+    ///   rows a killed hub left there move into the file as it opens.
     public init(path: String, retention: RetentionPolicy = RetentionPolicy(), synchronousFull: Bool = false,
-                maximumPageCount: Int? = nil) throws(StoreError) {
+                maximumPageCount: Int? = nil, spoolPath: String? = nil) throws(StoreError) {
         self.path = path
         self.retention = retention
         var pragmas = ["PRAGMA synchronous = \(synchronousFull ? "FULL" : "NORMAL")"]
@@ -137,7 +141,10 @@ public final class HistoryStore {
                 throw StoreError.unwritable(path: path, reason: "directory \(dir) does not exist")
             }
         }
+        self.spoolPath = path == ":memory:" ? nil : spoolPath
+        if let spool = self.spoolPath { pragmas += Self.spoolPragmas(spool) }
         file = try SQLiteFile(path: path, migrator: HistoryStore.migrator, pragmas: pragmas, rollbackJournal: true)
+        if self.spoolPath != nil { try settle() }
     }
 
     /// The folder part of `path` ("" for a bare file name, "/" for a file at the root), checked
@@ -261,14 +268,14 @@ public final class HistoryStore {
     /// within a second share one row), bound straight to the cached prepared statement with
     /// sqlite3_bind_*: no per-row argument array of existentials, no `Data` copy of the payload
     /// (SQLite copies the bytes itself, SQLITE_TRANSIENT).
-    private static func insert(_ batches: [StoredBatch], _ db: Database) throws {
-        try insert(HistorySegment.segments(of: batches), db)
+    static func insert(_ batches: [StoredBatch], _ db: Database, into schema: String = "main") throws {
+        try insert(HistorySegment.segments(of: batches), db, into: schema)
     }
 
-    static func insert(_ segments: [HistorySegment], _ db: Database) throws {
+    static func insert(_ segments: [HistorySegment], _ db: Database, into schema: String = "main") throws {
         guard !segments.isEmpty else { return }
         let statement = try db.cachedStatement(sql: """
-            INSERT INTO segment (node, first_received_at, last_received_at, batches, payload) VALUES (?, ?, ?, ?, ?)
+            INSERT INTO \(schema).segment (node, first_received_at, last_received_at, batches, payload) VALUES (?, ?, ?, ?, ?)
             """)
         let stmt = statement.sqliteStatement
         let transient = unsafeBitCast(-1, to: sqlite3_destructor_type.self)
@@ -296,9 +303,9 @@ public final class HistoryStore {
         try append(batches: [], aggregates: aggregates)
     }
 
-    private static func insert(_ aggregates: [StoredAggregate], _ db: Database) throws {
+    static func insert(_ aggregates: [StoredAggregate], _ db: Database, into schema: String = "main") throws {
         let stmt = try db.cachedStatement(sql: """
-            INSERT INTO aggregate (node, window, at, bpm_min, bpm_mean, bpm_max, heart_rate_samples, rmssd, sdnn,
+            INSERT INTO \(schema).aggregate (node, window, at, bpm_min, bpm_mean, bpm_max, heart_rate_samples, rmssd, sdnn,
                 rr_intervals, zone0, zone1, zone2, zone3, zone4, zone5, activity, steps, cadence,
                 batches_received, batches_expected, loss, latency_mean, latency_max)
             VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
@@ -483,9 +490,14 @@ public final class HistoryStore {
     /// end their timing with it).
     public func checkpoint() throws(StoreError) { try file.checkpoint() }
 
-    /// Closes the database; later calls throw `.closed`.
+    /// Closes the database; later calls throw `.closed`. An empty spool is removed with it.
     public func close() {
+        let empty = (try? spooledRows()) == 0
         file.close()
+        if empty, let spoolPath {
+            try? FileSystem.remove(spoolPath)
+            try? FileSystem.remove(spoolPath + "-journal")
+        }
     }
 }
 

@@ -48,6 +48,8 @@ final class HubApp {
     var bluetoothNodes = HubBluetoothNodes()
     var aggregator: Aggregator
     let recorder: HistoryRecorder
+    /// The spool's path, made (with its folder, for `--spool auto`) once at start.
+    let spoolPath: String?
     let feed = HubFeed()
     let httpFailure = HTTPServerFailure()
     var refreshTimer: RepeatingTimer?
@@ -106,9 +108,11 @@ final class HubApp {
         HubCapacity.default.apply(to: &hubConfiguration)
         aggregator = Aggregator(configuration: hubConfiguration)
         nodeManager = HubNodeManager(policy: NodeManagerPolicy(allowList: settings.allowList, askBeforeInviting: settings.askBeforeInviting))
+        spoolPath = settings.spoolPath
         recorder = HistoryRecorder(path: settings.databasePath,
                                    retention: RetentionPolicy(rawSamples: .seconds(Int64(settings.retentionDays) * 86_400)),
-                                   commitInterval: .seconds(Int64(settings.commitInterval)))
+                                   commitInterval: .seconds(Int64(settings.commitInterval)), spoolPath: spoolPath,
+                                   syncInterval: .seconds(Int64(settings.syncInterval)))
         if settings.databasePath != nil, case let .memoryOnly(e) = recorder.mode {
             // Running on "in memory only" would look like success and lose the history: stop.
             throw HubStartFailure(status: ExitStatus.ioError,
@@ -244,6 +248,10 @@ final class HubApp {
         if let e = recorder.flush() { Console.err("piconet-hub: history not saved on exit: \(e)\n") }
         if let path = settings.latencyReport { writeLatencyReport(path) }
         recorder.store?.close()
+        // The folder `--spool auto` made goes too once the store removed the empty spool.
+        if settings.spool == "auto", let dir = spoolPath?.split(separator: "/").dropLast().joined(separator: "/") {
+            try? FileSystem.removeDirectory("/" + dir)
+        }
         if let failure = bluetoothNodes.failure { throw HubSettings.Invalid(description: failure) }
     }
 

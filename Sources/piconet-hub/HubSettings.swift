@@ -25,7 +25,11 @@ struct HubSettings {
     var hub = HubConfiguration()
     var retentionDays = 7
     /// `--commit-interval`: seconds between history commits (what a kill -9 can lose).
-    var commitInterval = 60
+    var commitInterval = 1
+    /// `--sync-interval`: seconds between moves of the spool into the history file (what a power cut can lose).
+    var syncInterval = 60
+    /// `--spool`: the RAM file that takes the commits between syncs ("auto", "off" or a path).
+    var spool = "auto"
     /// `--forget-after`: seconds a node may be gone (not connected, silent) before the hub forgets it.
     var forgetAfter = 600
     var duration: Double = 0
@@ -52,7 +56,7 @@ struct HubSettings {
     static let configKeys = ConfigKeys(
         binary: "piconet-hub",
         keys: Set(["name", "role", "service", "interface", "state-dir", "identity", "invite", "allow-list", "http", "http-max-connections", "db",
-               "max-heart-rate", "retention-days", "commit-interval", "forget-after", "encryption", "board", "gpio-chip", "boards-dir", "transport", "adapter",
+               "max-heart-rate", "retention-days", "commit-interval", "sync-interval", "spool", "forget-after", "encryption", "board", "gpio-chip", "boards-dir", "transport", "adapter",
                "security", "pairing"]).union(MQTTSettings.configKeys),
         aliases: ["interfaces": "interface", "stateDirectory": "state-dir", "allowList": "allow-list", "maxHeartRate": "max-heart-rate",
                   "retentionDays": "retention-days", "commitInterval": "commit-interval", "boardsDirectory": "boards-dir", "gpioChip": "gpio-chip"],
@@ -61,6 +65,27 @@ struct HubSettings {
                     "psm": "piconet-node"])
 
     struct Invalid: Error, CustomStringConvertible { var description: String }
+
+    /// The spool for `spool` and `databasePath`: nil for "off" or without a history file.
+    var spoolPath: String? {
+        guard let db = databasePath, spool != "off" else { return nil }
+        return spool == "auto" ? Self.defaultSpool(for: db) : spool
+    }
+
+    /// `--spool auto`: a file in /dev/shm (RAM on Debian and Raspberry Pi OS), in a folder of
+    /// its own named after the history file that only this user can enter (the store removes
+    /// both once empty); nil (commits go to the file) when there is no /dev/shm or the folder
+    /// cannot be made private.
+    static func defaultSpool(for db: String) -> String? {
+        guard FileSystem.isDirectory("/dev/shm") else { return nil }
+        // FNV-1a of the path: one folder per history file, whatever its name's characters.
+        var h: UInt64 = 0xcbf2_9ce4_8422_2325
+        for b in db.utf8 { h = (h ^ UInt64(b)) &* 0x100_0000_01b3 }
+        let hex = String(h, radix: 16)
+        let dir = "/dev/shm/piconet-hub-" + String(repeating: "0", count: 16 - hex.count) + hex
+        do { try FileSystem.makePrivateDirectory(dir) } catch { return nil }
+        return dir + "/history.spool"
+    }
 
     static func resolve(_ c: HubCommand) throws -> HubSettings {
         let file = try c.config.map { path throws(ConfigFile.Failure) in try ConfigFile.load(path, keys: configKeys) }
@@ -112,6 +137,11 @@ struct HubSettings {
             ?? file?.integer("commit-interval", in: 1...3600).map(Int.init) {
             s.commitInterval = i
         }
+        if let i = try c.syncInterval.map({ v throws(CommandLineError) in try OptionRange.integer(v, option: "--sync-interval", in: 1...3600) })
+            ?? file?.integer("sync-interval", in: 1...3600).map(Int.init) {
+            s.syncInterval = i
+        }
+        s.spool = try c.spool ?? file?.string("spool") ?? "auto"
         if let f = try c.forgetAfter.map({ v throws(CommandLineError) in try OptionRange.integer(v, option: "--forget-after", in: 5...31_536_000) })
             ?? file?.integer("forget-after", in: 5...31_536_000).map(Int.init) {
             s.forgetAfter = f

@@ -17,7 +17,7 @@ struct HubCommand: ParsableCommand {
         Example (one-machine demo): piconet-hub --invite auto --interface lo --http 127.0.0.1:8080 --db /tmp/hub.sqlite
         HTTP: GET /  (live page)   /api/nodes   /api/nodes/{id}/series?window=10s|60s|session   /metrics
         Config file keys (JSON object) are the long option names: name, service, interface, identity, invite, http, http-max-connections,
-        db, max-heart-rate, retention-days, commit-interval, forget-after, encryption, board, boards-dir, transport, adapter, security, pairing,
+        db, max-heart-rate, retention-days, commit-interval, sync-interval, spool, forget-after, encryption, board, boards-dir, transport, adapter, security, pairing,
         mqtt, mqtt-ca, mqtt-user, mqtt-password-file, mqtt-cert, mqtt-key, mqtt-outbox, mqtt-commands, mqtt-insecure-plaintext;
         and role, state-dir, gpio-chip, allow-list (older camelCase keys are accepted too).
         Bluetooth: piconet-hub --transport bluetooth --adapter hci0 (LE scanning, invitations over L2CAP).
@@ -51,9 +51,15 @@ struct HubCommand: ParsableCommand {
     @Option(parsing: .unconditional, help: "Days of raw samples to keep, 1-3650.")
     var retentionDays: Int?
     @Option(parsing: .unconditional, help: ArgumentHelp(
-        "Seconds between history commits, 1-3600 (default 60).",
-        discussion: "Fewer, larger commits write less to an SD card; a kill -9 or a power cut loses at most this long of samples (an orderly stop, SIGTERM or SIGINT, loses none)."))
+        "Seconds between history commits, 1-3600 (default 1).",
+        discussion: "A kill -9 loses at most this long of samples (an orderly stop, SIGTERM or SIGINT, loses none). With a spool the commits go to RAM and cost the SD card nothing."))
     var commitInterval: Int?
+    @Option(parsing: .unconditional, help: ArgumentHelp(
+        "Seconds between moves of the spool into the history file, 1-3600 (default 60).",
+        discussion: "Fewer, larger writes spare an SD card; a power cut loses at most this long of samples besides the last commit interval, and never damages the file."))
+    var syncInterval: Int?
+    @Option(help: "RAM file for the commits between syncs ('auto': in /dev/shm/piconet-hub; 'off': every commit goes to the history file).")
+    var spool: String?
     @Option(parsing: .unconditional, help: ArgumentHelp(
         "Seconds a node may be gone (not connected, nothing heard) before the hub forgets it, 5-31536000 (default 600).",
         discussion: "A forgotten node leaves the table and frees its slot; with --mqtt its retained state and Home Assistant discovery are cleared on the broker."))

@@ -3,10 +3,11 @@
 //   piconet-store-tool write-until-killed DB      append one batch per transaction forever,
 //                                                 printing "committed N" after each commit
 //                                                 (the crash test kills it with SIGKILL)
-//   piconet-store-tool record-then-wait DB INTERVAL COMMITS  record as the hub does (virtual clock,
-//                                                 a commit every INTERVAL s), print "committed C
-//                                                 recorded R" once COMMITS commits and most of
-//                                                 another interval are in, then wait to be killed
+//   piconet-store-tool record-then-wait DB INTERVAL COMMITS [SPOOL SYNC]  record as the hub does
+//                                                 (virtual clock, a commit every INTERVAL s, to
+//                                                 SPOOL moved into DB every SYNC s), print
+//                                                 "committed C recorded R" once COMMITS commits and
+//                                                 most of another interval are in, then wait to be killed
 //   piconet-store-tool ingest-bench STAGE SECONDS DB  hub ingest on one core (STAGE: parse,
 //                                                 aggregate, store); prints messages/s
 //   piconet-store-tool export-frames SECONDS FILE  the same messages as text, for baselines
@@ -75,11 +76,17 @@ case "write-until-killed":
     }
 
 case "record-then-wait":
-    guard args.count == 5, let interval = Int(args[3]), interval > 0, let commits = Int(args[4]), commits > 0 else {
-        fail("usage: piconet-store-tool record-then-wait DB INTERVAL COMMITS")
+    guard args.count == 5 || args.count == 7, let interval = Int(args[3]), interval > 0, let commits = Int(args[4]), commits > 0,
+          args.count == 5 || Int(args[6]).map({ $0 > 0 }) == true else {
+        fail("usage: piconet-store-tool record-then-wait DB INTERVAL COMMITS [SPOOL SYNC]")
     }
+    let spool = args.count == 7 ? args[5] : nil
+    let sync = args.count == 7 ? Int(args[6]) ?? 1 : 60
     let recorder: HistoryRecorder
-    do { recorder = HistoryRecorder(store: try HistoryStore(path: args[2]), commitInterval: .seconds(Int64(interval))) } catch { fail("\(error)") }
+    do {
+        recorder = HistoryRecorder(store: try HistoryStore(path: args[2], spoolPath: spool), commitInterval: .seconds(Int64(interval)),
+                                   syncInterval: .seconds(Int64(sync)))
+    } catch { fail("\(error)") }
     var w = SimulatedWearable(seed: 1, start: .zero)
     var b = SampleBatcher(epoch: 1)
     var now = Instant.zero

@@ -334,15 +334,19 @@ func someAggregate(node: String, at: Int64) -> StoredAggregate {
     /// A hub killed with SIGKILL loses at most the rows of its last commit interval: a child
     /// records as the hub does (virtual clock, 5 s interval) until 3 commits and 4.9 s more are
     /// in, says so and waits; killed then, the file holds exactly the committed rows, sound.
+    /// With a spool whose sync interval (an hour) the child never reaches, every commit is in
+    /// the spool only, and reopening the file with it moves them all in.
     @Test(.enabled(if: HistoryStoreTests.toolPath != nil,
-                   "needs the piconet-store-tool binary beside the test bundle (run `swift build` first)"))
-    func aKillLosesAtMostTheLastCommitInterval() throws {
+                   "needs the piconet-store-tool binary beside the test bundle (run `swift build` first)"),
+          arguments: [false, true])
+    func aKillLosesAtMostTheLastCommitInterval(spooled: Bool) throws {
         let dir = try TempDir()
         defer { dir.cleanup() }
         let path = dir.file("killed.sqlite")
+        let spool = dir.file("killed.spool")
         let child = Process()
         child.executableURL = URL(fileURLWithPath: HistoryStoreTests.toolPath ?? "/nonexistent")
-        child.arguments = ["record-then-wait", path, "5", "3"]
+        child.arguments = ["record-then-wait", path, "5", "3"] + (spooled ? [spool, "3600"] : [])
         let output = Pipe(), input = Pipe()
         child.standardOutput = output
         child.standardInput = input
@@ -364,7 +368,13 @@ func someAggregate(node: String, at: Int64) -> StoredAggregate {
         try #require(numbers.count == 3, "the child's line: \(text)")
         let (committed, recorded, lastCommit) = (numbers[0], numbers[1], Int64(numbers[2]))
         #expect(committed > 0 && recorded > committed, "rows were at risk when it died")
-        let store = try HistoryStore(path: path)
+        if spooled {
+            let bare = try HistoryStore(path: path)
+            #expect(try bare.counts().batches == 0, "the commits went to the spool, not the file")
+            bare.close()
+        }
+        let store = try HistoryStore(path: path, spoolPath: spooled ? spool : nil)
+        #expect(try store.spooledRows() == 0, "opening moved the spool into the file")
         #expect(try store.integrityCheck() == "ok")
         let (kept, skipped) = try store.batches(node: "child")
         #expect(skipped == 0)

@@ -85,6 +85,20 @@ extension Sys {
         }
     }
 
+    /// The corresponding C function is `rmdir`: only an empty directory goes.
+    static func removeDirectory(_ path: String) throws(IOError) {
+        _ = try syscallBlocking("rmdir", []) { CPiconetPosix.rmdir(path) }
+    }
+
+    /// `mkdir(path, 0700)`, then the directory there must be this user's, 0700 and not a link.
+    static func makePrivateDirectory(_ path: String) throws(IOError) {
+        try makeDirectory(path, mode: 0o700)
+        let fd = try open(path, flags: O_RDONLY | O_DIRECTORY | O_NOFOLLOW)
+        defer { try? close(fd) }
+        let st = try fileStatus(fd)
+        guard st.owner == effectiveUserID(), st.mode & 0o077 == 0 else { throw IOError(errno: EACCES, syscall: "mkdir") }
+    }
+
     /// The corresponding C function is `stat`: whether `path` names a directory (following links).
     static func isDirectory(_ path: String) -> Bool {
         var st = stat()
