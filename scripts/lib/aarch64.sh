@@ -82,10 +82,12 @@ arm64_hub_runtime() {
   _fetch_unpacked arm64 "$1" "$PICONET_CACHE/hubrun-$1-arm64" libc6 libgcc-s1 libmosquitto1 "${ssl[@]}"
 }
 
-aarch64_qemu() {
+# board_qemu NAME: trixie's qemu-NAME (aarch64, arm), cached as above.
+board_qemu() {
   local dir; dir=$(_fetch_unpacked amd64 trixie "$PICONET_CACHE/qemu-trixie" qemu-user) || return 1
-  printf '%s/usr/bin/qemu-aarch64\n' "$dir"
+  printf '%s/usr/bin/qemu-%s\n' "$dir" "$1"
 }
+aarch64_qemu() { board_qemu aarch64; }
 
 # board_arch ARCH (aarch64, armv7, armv6): sets the names a board build for ARCH uses:
 # BOARD_DEBARCH (Debian's), BOARD_TRIPLE (the Embedded stdlib's), BOARD_GNU (glibc's multiarch

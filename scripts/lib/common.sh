@@ -16,6 +16,7 @@ PICONET_APT_PACKAGES=(
   mosquitto mosquitto-clients libmosquitto-dev libcoap3-dev  # the hub's --mqtt (libmosquitto), its stage (broker, mosquitto_sub), bench.d/80-mqtt, 81-coap
   chromium sqlite3         # the main-job stage: browser test of the live page, history checks
   debootstrap              # stage 72-arm64: the sid root with Debian's swiftlang for the aarch64 hub and CLI
+  qemu-user-static         # stage 73-armhf: the armv7 node under qemu-arm-static -cpu cortex-a7
 )
 # cannot_run REASON: this stage cannot run here (not root, no namespaces, too little memory, a
 # tool or PyPI missing): the one place a stage decides to skip. On a developer machine that is a
