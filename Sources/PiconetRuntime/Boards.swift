@@ -36,6 +36,8 @@ public struct BoardProfile: Equatable, Sendable {
     public static let knownChipLabels: [String] = ["pinctrl-bcm2835", "pinctrl-bcm2711", "pinctrl-rp1", "piconet-sim"]
     /// Highest line offset accepted (the Pi chips have 54–58 lines).
     public static let maximumLine = 511
+    /// Node builds a profile may name in `arch` (scripts/build-release --arch).
+    public static let knownArches: [String] = ["aarch64", "armv7", "armv6"]
 
     public var id: String
     public var name: String
@@ -47,6 +49,9 @@ public struct BoardProfile: Equatable, Sendable {
     /// e.g. "hci0"; nil when the board has no Bluetooth.
     public var bluetoothAdapter: String?
     public var wiring: String
+    /// The node builds that run on the board's Pi OS (scripts/flash-sd and scripts/provision
+    /// refuse another); empty when the profile does not say (`none`, `sim`).
+    public var arch: [String] = []
 
     public func led(_ role: LightRole) -> BoardLED? { leds.first { $0.role == role } }
 }
@@ -126,7 +131,7 @@ private struct Validator {
 
     mutating func profile(_ doc: JSON) throws(BoardProfileError) -> BoardProfile {
         let top = try object(doc, "", allowed: ["schema", "id", "name", "gpioChip", "leds", "button",
-                                                "bluetoothAdapter", "wiring"])
+                                                "bluetoothAdapter", "wiring", "arch"])
         guard let schema = top["schema"]?.integerValue, schema == BoardProfile.schemaVersion else {
             throw fail("schema", "must be \(BoardProfile.schemaVersion) (this build reads schema \(BoardProfile.schemaVersion))")
         }
@@ -206,8 +211,19 @@ private struct Validator {
             adapter = s
         }
         let wiring = try string(top["wiring"], "wiring")
+        var arch: [String] = []
+        if let a = top["arch"], !a.isNull {
+            let known = BoardProfile.knownArches.joined(separator: ", ")
+            guard let list = a.arrayValue, !list.isEmpty else { throw fail("arch", "must be a non-empty list of \(known)") }
+            for v in list {
+                guard let s = v.stringValue, BoardProfile.knownArches.contains(s), !arch.contains(s) else {
+                    throw fail("arch", "must list each of \(known) at most once, found \(v.text)")
+                }
+                arch.append(s)
+            }
+        }
         return BoardProfile(id: id, name: name, gpioChip: chip, leds: leds, button: button,
-                            bluetoothAdapter: adapter, wiring: wiring)
+                            bluetoothAdapter: adapter, wiring: wiring, arch: arch)
     }
 }
 
@@ -240,6 +256,7 @@ extension BoardProfile {
         }
         top["bluetoothAdapter"] = bluetoothAdapter.map(JSON.string) ?? .null
         top["wiring"] = .string(wiring)
+        if !arch.isEmpty { top["arch"] = .array(arch.map(JSON.string)) }
         return .object(top)
     }
 }

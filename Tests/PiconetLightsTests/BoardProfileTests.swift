@@ -14,7 +14,8 @@ let boardsDirectory: String = {
 }()
 
 @Suite struct BoardProfileTests {
-    static let requiredBoards = ["pi-zero-2w", "pi3bplus", "pi4b", "pi5", "cm4", "sim", "none"]
+    static let requiredBoards = ["pi-zero-2w", "pi3bplus", "pi4b", "pi5", "cm4", "sim", "none",
+                                 "pi1bplus", "pi-zero", "pi-zero-w", "pi2b"]
 
     @Test func everyProfileInBoardsIsValid() throws {
         let catalog = try BoardCatalog(directory: boardsDirectory)
@@ -95,6 +96,18 @@ let boardsDirectory: String = {
         #expect(error(#""activeLow":true"#, with: #""activeLow":1"#)
                 == "Boards/t.json: field 'button.activeLow': must be true or false, found number")
         #expect(error(#""schema":1"#, with: #""schema":1,,"#)?.hasPrefix("Boards/t.json: field '(document)': not valid JSON: invalid JSON at offset") == true)
+    }
+
+    /// A Pi 1 or Zero (ARMv6) runs only the armv6 build; a 64-bit-capable Pi runs all three.
+    @Test func profilesNameTheNodeBuildsTheirPiOSRuns() throws {
+        let arch = { (id: String) throws -> [String] in try BoardCatalog.load(path: "\(boardsDirectory)/\(id).json").arch }
+        for id in ["pi1bplus", "pi-zero", "pi-zero-w"] { #expect(try arch(id) == ["armv6"], "\(id)") }
+        #expect(try arch("pi2b") == ["armv7", "armv6"])
+        for id in ["pi-zero-2w", "pi3bplus", "pi4b", "pi5", "cm4"] { #expect(try arch(id) == ["aarch64", "armv7", "armv6"], "\(id)") }
+        #expect(error(#""wiring":"w"}"#, with: #""wiring":"w","arch":["armv8"]}"#)
+                == #"Boards/t.json: field 'arch': must list each of aarch64, armv7, armv6 at most once, found "armv8""#)
+        #expect(error(#""wiring":"w"}"#, with: #""wiring":"w","arch":[]}"#)
+                == "Boards/t.json: field 'arch': must be a non-empty list of aarch64, armv7, armv6")
     }
 
     @Test func aBoardWithoutGPIOCannotHaveLines() {

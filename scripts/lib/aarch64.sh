@@ -60,11 +60,13 @@ _fetch_unpacked() {
   printf '%s\n' "$out"
 }
 
-arm64_sysroot() {
-  _fetch_unpacked arm64 bookworm "$PICONET_CACHE/sysroot-bookworm-arm64" \
+# board_sysroot DEBARCH (arm64 or armhf): the node's build sysroot for that Debian architecture.
+board_sysroot() {
+  _fetch_unpacked "$1" bookworm "$PICONET_CACHE/sysroot-bookworm-$1" \
     libc6 libc6-dev libgcc-12-dev libgcc-s1 linux-libc-dev \
     libsodium-dev libsodium23 libgpiod-dev libgpiod2 libbluetooth-dev libbluetooth3
 }
+arm64_sysroot() { board_sysroot arm64; }
 
 # arm64_libc SUITE: only what the node needs at run time on SUITE (its glibc), for qemu -L.
 arm64_libc() {
@@ -80,33 +82,58 @@ arm64_hub_runtime() {
   _fetch_unpacked arm64 "$1" "$PICONET_CACHE/hubrun-$1-arm64" libc6 libgcc-s1 libmosquitto1 "${ssl[@]}"
 }
 
-aarch64_qemu() {
+# board_qemu NAME: trixie's qemu-NAME (aarch64, arm), cached as above.
+board_qemu() {
   local dir; dir=$(_fetch_unpacked amd64 trixie "$PICONET_CACHE/qemu-trixie" qemu-user) || return 1
-  printf '%s/usr/bin/qemu-aarch64\n' "$dir"
+  printf '%s/usr/bin/qemu-%s\n' "$dir" "$1"
+}
+aarch64_qemu() { board_qemu aarch64; }
+
+# board_arch ARCH (aarch64, armv7, armv6): sets the names a board build for ARCH uses:
+# BOARD_DEBARCH (Debian's), BOARD_TRIPLE (the Embedded stdlib's), BOARD_GNU (glibc's multiarch
+# folder and clang's link target), BOARD_CFLAGS (clang flags for Swift and C alike), BOARD_LDFLAGS.
+# Fails on others. 32-bit Pi OS is hard-float: eabi's default is soft-float, so the float ABI is
+# named; VFPv2 is what every Pi core has (the ARM1176 of a Pi 1 / Zero has nothing newer). The
+# none-eabi target compiles position-dependent code, which lld cannot put in a 32-bit ARM PIE
+# (absolute relocations against local symbols): the 32-bit node links as a fixed-address binary.
+# ARM's unwind index (.ARM.exidx, kept: the linker script drops only .eh_frame) names libgcc's
+# personality routine; -static-libgcc takes it from libgcc_eh.a, so only libc is needed at run time.
+board_arch() {
+  case "$1" in
+    aarch64) BOARD_DEBARCH=arm64 BOARD_TRIPLE=aarch64-none-none-elf BOARD_GNU=aarch64-linux-gnu
+      BOARD_CFLAGS=() BOARD_LDFLAGS=() ;;
+    armv7|armv6) BOARD_DEBARCH=armhf BOARD_TRIPLE=$1-none-none-eabi BOARD_GNU=arm-linux-gnueabihf
+      BOARD_CFLAGS=(-mfloat-abi=hard -mfpu=vfp) BOARD_LDFLAGS=(-no-pie -static-libgcc) ;;
+    *) return 1 ;;
+  esac
 }
 
-embedded_node_aarch64() {
-  local sysroot; sysroot=$(arm64_sysroot) || return 1
-  local scratch=${PICONET_EMBEDDED_SCRATCH:-$PICONET_ROOT/.build-embedded}-aarch64
-  local lib="$PICONET_SWIFT/lib/swift/embedded/aarch64-none-none-elf"
-  local clibs="$sysroot/usr/lib/aarch64-linux-gnu" gcc="$sysroot/usr/lib/gcc/aarch64-linux-gnu/12"
+# embedded_node_board ARCH: piconet-node for ARCH (board_arch); prints the unstripped binary.
+embedded_node_board() {
+  board_arch "$1" || { warn "no board build for '$1' (aarch64, armv7 or armv6)"; return 1; }
+  local arch=$1 sysroot; sysroot=$(board_sysroot "$BOARD_DEBARCH") || return 1
+  local scratch=${PICONET_EMBEDDED_SCRATCH:-$PICONET_ROOT/.build-embedded}-$arch
+  local lib="$PICONET_SWIFT/lib/swift/embedded/$BOARD_TRIPLE"
+  local clibs="$sysroot/usr/lib/$BOARD_GNU" gcc="$sysroot/usr/lib/gcc/$BOARD_GNU/12" f xcc=()
+  for f in "${BOARD_CFLAGS[@]}"; do xcc+=(-Xcc "$f"); done
   # The none-elf target defines no OS: the sysroot's glibc headers need Linux's macros and
   # the multiarch include folder, which clang adds only for a *-linux-gnu target.
   PICONET_EMBEDDED=1 PICONET_EMBEDDED_LIB=$lib PICONET_EMBEDDED_CLIBS=$clibs \
     swift build -c release --package-path "$PICONET_ROOT" --scratch-path "$scratch" \
-      --triple aarch64-none-none-elf --target piconet-node -Xswiftc -Osize \
+      --triple "$BOARD_TRIPLE" --target piconet-node -Xswiftc -Osize "${xcc[@]}" \
       -Xcc --sysroot="$sysroot" -Xcc -D__linux__ -Xcc -D__gnu_linux__ -Xcc -D__unix__ \
-      -Xcc -isystem -Xcc "$sysroot/usr/include/aarch64-linux-gnu" -Xcc -isystem -Xcc "$sysroot/usr/include" >&2 \
+      -Xcc -isystem -Xcc "$sysroot/usr/include/$BOARD_GNU" -Xcc -isystem -Xcc "$sysroot/usr/include" >&2 \
     || return 1
-  local objects="$scratch/aarch64-none-none-elf/release" bin="$scratch/piconet-node-aarch64"
+  local objects="$scratch/$BOARD_TRIPLE/release" bin="$scratch/piconet-node-$arch"
   # SwiftPM names an executable's entry point MODULE_main (for @testable); main is defined here.
-  "$PICONET_SWIFT/bin/clang" --target=aarch64-linux-gnu --sysroot="$sysroot" -fuse-ld=lld \
+  "$PICONET_SWIFT/bin/clang" --target="$BOARD_GNU" --sysroot="$sysroot" -fuse-ld=lld "${BOARD_CFLAGS[@]}" "${BOARD_LDFLAGS[@]}" \
     "$objects"/*.build/*.o "$lib/libswiftUnicodeDataTables.a" "$clibs/libsodium.a" "$clibs/libgpiod.a" \
     -Wl,--defsym,main=piconet_node_main -Wl,--gc-sections -Wl,-z,pack-relative-relocs -Wl,--no-export-dynamic \
     -Wl,--no-eh-frame-hdr -Wl,-T,"$PICONET_ROOT/scripts/lib/discard-eh-frame.ld" -Wl,-Map,"$bin.map" \
     -B "$gcc" -L "$gcc" -o "$bin" >&2 || return 1
   printf '%s\n' "$bin"
 }
+embedded_node_aarch64() { embedded_node_board aarch64; }
 
 # ---- The hub and the CLI for aarch64 (ordinary Swift: Foundation, NIO, GRDB) ----
 # This toolchain (6.3.1) has no aarch64 Linux runtime, and it cannot import another compiler's

@@ -71,6 +71,40 @@ elf_arch() {
   esac
 }
 
+# build_arch FILE: the build a binary is: aarch64, armv7 or armv6 (the names of
+# scripts/build-release --arch and of a profile's "arch"), else what elf_machine says (x86_64 ...).
+# For 32-bit ARM the ELF header cannot tell: the Tag_CPU_arch attribute (readelf -A) does, and
+# ARMv7 code traps on a Pi 1 / Zero (ARMv6). Soft-float (armel) is refused as elf_arch does.
+build_arch() {
+  local a cpu
+  a=$(elf_machine "$1") || return 1
+  case "$a" in
+    armel) elf_arch "$1"; return 1 ;;
+    armhf) ;;
+    *) echo "$a"; return 0 ;;
+  esac
+  command -v readelf >/dev/null || { warn "binary $1: readelf (binutils) is needed to tell armv6 from armv7"; return 1; }
+  cpu=$(readelf -A "$1" 2>/dev/null | awk -F': *' '/Tag_CPU_arch:/ {print $2; exit}')
+  case "$cpu" in
+    v4*|v5*|v6*) echo armv6 ;;
+    v7*|v8*) echo armv7 ;;
+    *) warn "binary $1: 32-bit ARM without a Tag_CPU_arch attribute (readelf -A): cannot tell armv6 from armv7"; return 1 ;;
+  esac
+}
+
+# check_board_arch FILE PROFILE-FILE: fails, saying so on one line, when the profile's "arch"
+# (the builds the board's Pi OS runs) does not list the binary's build_arch. No "arch": no check.
+check_board_arch() {
+  local b allowed id
+  b=$(build_arch "$1") || return 1
+  allowed=$(jq -r '(.arch // []) | join(" ")' "$2") || { warn "board profile $2: not readable JSON"; return 1; }
+  [ -n "$allowed" ] || return 0
+  case " $allowed " in *" $b "*) return 0 ;; esac
+  id=$(jq -r .id "$2")
+  warn "binary $1 is $b, but board $id runs ${allowed// /, } (its profile's \"arch\"): build it with scripts/build-release --arch ${allowed%% *}"
+  return 1
+}
+
 # uname_arch MACHINE: the binary architecture a `uname -m` answer runs natively.
 uname_arch() {
   case "$1" in
