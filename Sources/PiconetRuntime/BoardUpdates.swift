@@ -193,20 +193,10 @@ public final class BoardUpdates {
     /// The release key: the .pub file `minisign -G` wrote, or its key line itself (`RW...`, as
     /// scripts/provision writes it into the config).
     public static func loadKey(_ pathOrKey: String) throws(UpdateRefusal) -> MinisignPublicKey {
-        let text: String
-        // A key line is "RW" and 54 more base64 characters (42 bytes); a path is anything else.
-        if pathOrKey.utf8.count == 56, pathOrKey.hasPrefix("RW"), pathOrKey.utf8.allSatisfy({ Self.isBase64($0) }) {
-            text = pathOrKey
-        } else {
-            do { text = String(decoding: try FileSystem.read(pathOrKey, limit: 4096), as: UTF8.self) } catch {
-                throw .storage("release key \(pathOrKey): \(error)")
-            }
-        }
-        do { return try MinisignPublicKey(text) } catch { throw .signature(error) }
-    }
-
-    static func isBase64(_ c: UInt8) -> Bool {
-        (c >= 0x41 && c <= 0x5A) || (c >= 0x61 && c <= 0x7A) || (c >= 0x30 && c <= 0x39) || c == 0x2B || c == 0x2F || c == 0x3D
+        if let key = try? MinisignPublicKey(pathOrKey) { return key }
+        let bytes: [UInt8]
+        do { bytes = try FileSystem.read(pathOrKey, limit: 4096) } catch { throw .storage("release key \(pathOrKey): \(error)") }
+        do { return try MinisignPublicKey(String(decoding: bytes, as: UTF8.self)) } catch { throw .signature(error) }
     }
 
     static func unixNow() -> Int64 { WallClock.nanosecondsSinceEpoch() / 1_000_000_000 }

@@ -34,16 +34,7 @@ extension HistoryStore {
             """
             CREATE TABLE IF NOT EXISTS spool.aggregate (
                 id INTEGER PRIMARY KEY,
-                node TEXT NOT NULL,
-                window TEXT NOT NULL,
-                at INTEGER NOT NULL,
-                bpm_min REAL, bpm_mean REAL, bpm_max REAL, heart_rate_samples INTEGER NOT NULL,
-                rmssd REAL, sdnn REAL, rr_intervals INTEGER NOT NULL,
-                zone0 REAL NOT NULL, zone1 REAL NOT NULL, zone2 REAL NOT NULL,
-                zone3 REAL NOT NULL, zone4 REAL NOT NULL, zone5 REAL NOT NULL,
-                activity REAL, steps INTEGER NOT NULL, cadence REAL,
-                batches_received INTEGER NOT NULL, batches_expected INTEGER NOT NULL, loss REAL,
-                latency_mean REAL, latency_max REAL
+                \(aggregateColumnDefinitions)
             )
             """,
         ]

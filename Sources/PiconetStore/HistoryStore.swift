@@ -156,6 +156,21 @@ public final class HistoryStore {
 
     static var migrator: DatabaseMigrator { migrator(through: nil) }
 
+    /// The aggregate table's columns after its id, as v1 made them: the spool's copy of the table
+    /// (HistorySpool.swift) must hold the same rows.
+    static let aggregateColumnDefinitions = """
+        node TEXT NOT NULL,
+        window TEXT NOT NULL,
+        at INTEGER NOT NULL,
+        bpm_min REAL, bpm_mean REAL, bpm_max REAL, heart_rate_samples INTEGER NOT NULL,
+        rmssd REAL, sdnn REAL, rr_intervals INTEGER NOT NULL,
+        zone0 REAL NOT NULL, zone1 REAL NOT NULL, zone2 REAL NOT NULL,
+        zone3 REAL NOT NULL, zone4 REAL NOT NULL, zone5 REAL NOT NULL,
+        activity REAL, steps INTEGER NOT NULL, cadence REAL,
+        batches_received INTEGER NOT NULL, batches_expected INTEGER NOT NULL, loss REAL,
+        latency_mean REAL, latency_max REAL
+        """
+
     /// The migrations up to and including `last` (nil: all): tests make a file of an older
     /// version with it and check that opening it moves everything.
     static func migrator(through last: String?) -> DatabaseMigrator {
@@ -175,16 +190,7 @@ public final class HistoryStore {
                 CREATE INDEX batch_time ON batch(received_at);
                 CREATE TABLE aggregate (
                     id INTEGER PRIMARY KEY,
-                    node TEXT NOT NULL,
-                    window TEXT NOT NULL,
-                    at INTEGER NOT NULL,
-                    bpm_min REAL, bpm_mean REAL, bpm_max REAL, heart_rate_samples INTEGER NOT NULL,
-                    rmssd REAL, sdnn REAL, rr_intervals INTEGER NOT NULL,
-                    zone0 REAL NOT NULL, zone1 REAL NOT NULL, zone2 REAL NOT NULL,
-                    zone3 REAL NOT NULL, zone4 REAL NOT NULL, zone5 REAL NOT NULL,
-                    activity REAL, steps INTEGER NOT NULL, cadence REAL,
-                    batches_received INTEGER NOT NULL, batches_expected INTEGER NOT NULL, loss REAL,
-                    latency_mean REAL, latency_max REAL
+                    \(aggregateColumnDefinitions)
                 );
                 CREATE INDEX aggregate_node_window_at ON aggregate(node, window, at);
                 CREATE INDEX aggregate_at ON aggregate(at);

@@ -176,11 +176,10 @@ final class Rollout {
     }
 
     func discovered(_ event: DiscoveryEvent) {
-        guard case let .found(s) = event else {
-            if case let .updated(s) = event { record(s) }
-            return
+        switch event {
+        case let .found(s), let .updated(s): record(s)
+        case .lost: break
         }
-        record(s)
     }
 
     private func record(_ s: DiscoveredService) {

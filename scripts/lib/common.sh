@@ -136,6 +136,27 @@ embedded_node() {
   printf '%s/piconet-node\n' "$(PICONET_EMBEDDED=1 swift build "${args[@]}" --show-bin-path)"
 }
 
+# release_variant SRC OUT OLD NEW: the node binary SRC reporting version NEW instead of OLD, the
+# update stages' stand-in for a newer build (another Embedded build per run would cost minutes).
+# Every copy of the string changes (constant folding makes several); the same length keeps every
+# offset. Fails when OLD is not in SRC or the lengths differ.
+release_variant() {
+  python3 - "$@" <<'PY'
+import sys
+src, out, old, new = sys.argv[1:]
+data = open(src, 'rb').read()
+if data.count(old.encode()) < 1 or len(old) != len(new):
+    sys.exit(f"release_variant: '{old}' not in {src}, or not as long as '{new}'")
+open(out, 'wb').write(data.replace(old.encode(), new.encode()))
+PY
+  chmod 755 "$2"
+}
+
+# crashing_build OUT: a program that crashes at start (SIGSEGV): the update stages' bad release.
+crashing_build() {
+  printf 'int main(void) { volatile int *p = 0; return *p; }\n' >"$1.c" && cc -O0 -o "$1" "$1.c" && rm -f "$1.c"
+}
+
 # fixed_src CACHE: SwiftPM's scratch holds absolute paths (a scratch reached through a symlink or
 # moved breaks clang's module cache), so a scratch outside the checkout is only warm for a new
 # clone if every clone is built from ONE path. Sets FIXED_BASE (a folder in CACHE keyed by the
