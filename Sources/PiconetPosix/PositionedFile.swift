@@ -14,6 +14,10 @@ public final class PositionedFile {
 
     deinit { close() }
 
+    /// A path that opens this same file for as long as it stays open here, even once its name is
+    /// removed (Linux's /proc/self/fd): a temporary file that no kill can leave behind.
+    public var openPath: String { "/proc/self/fd/\(fd)" }
+
     /// The file's size now. The corresponding C function is `fstat`.
     public func size() throws(IOError) -> Int { try Sys.fileStatus(fd).size }
 

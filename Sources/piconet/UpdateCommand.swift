@@ -63,7 +63,6 @@ struct UpdateCommand: ParsableCommand {
             do { direct = try UDPSessionHost.parseAddress(address) } catch { throw usageFailure("update", "\(error)") }
         }
         let package = try UpdatePackageFile(binary: binary, signaturePath: signature ?? binary + ".minisig", allowDowngrade: allowDowngrade)
-        defer { package.remove() }
         if !common.quiet { emitLine("sending \(binary): \(package.describe)") }
 
         let spec = try common.spec("update", displayName: name ?? localHostName(), explicitName: name, policy: .declineAll,
@@ -318,10 +317,12 @@ final class Rollout {
     }
 }
 
-/// The package `piconet update` sends: header (signature) + binary, in a temporary file.
+/// The package `piconet update` sends: header (signature) + binary, in a temporary file whose name
+/// is removed as soon as it is open, so that even `kill -9` leaves nothing in TMPDIR.
 struct UpdatePackageFile {
-    let path: String
+    private let file: PositionedFile
     let describe: String
+    var path: String { file.openPath }
 
     init(binary: String, signaturePath: String, allowDowngrade: Bool) throws {
         let sigBytes: [UInt8], body: [UInt8]
@@ -337,11 +338,13 @@ struct UpdatePackageFile {
         }
         let elf = try? ELFIdentity(parsing: Array(body.prefix(64)))
         describe = "version \(version), \(body.count) bytes, \(elf?.machineName ?? "not an ELF file")"
-        path = (CurrentProcess.environment("TMPDIR") ?? "/tmp") + "/piconet-update-\(CurrentProcess.id).pkg"
-        do { try FileSystem.write(path, UpdatePackageHeader(signature: text, allowDowngrade: allowDowngrade).encoded() + body) } catch {
+        let path = (CurrentProcess.environment("TMPDIR") ?? "/tmp") + "/piconet-update-\(CurrentProcess.id).pkg"
+        do {
+            try FileSystem.write(path, UpdatePackageHeader(signature: text, allowDowngrade: allowDowngrade).encoded() + body)
+            defer { try? FileSystem.remove(path) }
+            file = try PositionedFile(path: path, readOnly: true)
+        } catch {
             throw cliFailure("update", "\(path): \(error)", code: ExitStatus.failure)
         }
     }
-
-    func remove() { try? FileSystem.remove(path) }
 }
