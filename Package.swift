@@ -201,7 +201,7 @@ let package = Package(
                     dependencies: ["PiconetLights", "PiconetIndicators", "PiconetPosix", "PiconetRuntime", "PiconetTestSupport"],
                     swiftSettings: swift6),
         .testTarget(name: "PiconetIndicatorsTests", dependencies: ["PiconetIndicators", "PiconetTestSupport"], swiftSettings: swift6),
-        .testTarget(name: "PiconetFleetTests", dependencies: ["PiconetFleet", "PiconetMQTT", "PiconetPosix", "PiconetWire"],
+        .testTarget(name: "PiconetFleetTests", dependencies: ["PiconetFleet", "PiconetLoop", "PiconetMQTT", "PiconetPosix", "PiconetWire"],
                     swiftSettings: swift6),
         .testTarget(name: "PiconetRuntimeTests", dependencies: ["PiconetRuntime", "PiconetUpdate"], swiftSettings: swift6),
     ]

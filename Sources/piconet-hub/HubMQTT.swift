@@ -87,13 +87,9 @@ struct MQTTSettings {
     }
 }
 
-/// The hub's MQTT export: publisher (pure) → durable outbox (SQLite) → broker (libmosquitto on the loop).
-///
-/// Every message is stored before it is sent and deleted only on the broker's PUBACK, so a
-/// broker outage or a hub `kill -9` loses nothing that was stored. Sending is in outbox order
-/// with at most `window` (256) unacknowledged messages, refilled in halves; after a reconnect everything unacknowledged is
-/// sent again from the oldest (the subscriber may see a repeat, never a gap). Acknowledged ids
-/// are deleted in one transaction per `flush` (a second, or every `window` acks).
+/// The hub's MQTT export: publisher (pure) → durable outbox (SQLite) → broker (libmosquitto on the
+/// loop), with the delivery protocol in the pure `ExportWindow` (what is sent, resent, deleted).
+/// Acknowledged ids are deleted in one transaction per `flush` (a second, or every `window` acks).
 ///
 /// Writes are batched per loop turn: `enqueue` stages the messages (`MQTTOutbox.stage`) and the
 /// first one of a turn schedules the commit at the turn's end (a timer due now runs after the
@@ -106,15 +102,9 @@ final class FleetExporter {
     let client: MQTTClient
     let outbox: MQTTOutbox
     var publisher: FleetPublisher
-    let window: Int
+    private var delivery: ExportWindow
     let loop: EpollLoop
     private var commitScheduled = false
-    /// Last outbox id handed to the client on this connection (0: from the start).
-    private var cursor: Int64 = 0
-    private var inFlight: [Int32: Int64] = [:]
-    private var acknowledged: [Int64] = []
-    private(set) var published: UInt64 = 0
-    private(set) var acks: UInt64 = 0
     private(set) var storeError: StoreError?
     /// The disconnection reasons logged since the last connection.
     private var loggedReasons: Set<String> = []
@@ -128,10 +118,10 @@ final class FleetExporter {
     init(loop: EpollLoop, settings: MQTTSettings, hubName: String, clientID: String, log: @escaping (String) -> Void) throws(StoreError) {
         outbox = try MQTTOutbox(path: settings.outboxPath, capacity: settings.outboxCapacity)
         publisher = FleetPublisher(hubName: hubName, sequences: try outbox.sequences())
-        window = 256
+        delivery = ExportWindow(window: 256)
         self.loop = loop
         client = MQTTClient(loop: loop, endpoint: settings.endpoint, clientID: clientID,
-                            status: MQTTStatusTopic(topic: publisher.statusTopic), inFlightLimit: window)
+                            status: MQTTStatusTopic(topic: publisher.statusTopic), inFlightLimit: delivery.window)
         self.log = log
         commandsEnabled = settings.commands
         client.onEvent = { [unowned self] in self.handle($0) }
@@ -149,7 +139,8 @@ final class FleetExporter {
 
     var info: HubMQTTInfo {
         var i = HubMQTTInfo(broker: client.endpoint.description, connected: client.isConnected, outboxDepth: outbox.count,
-                            droppedTotal: outbox.dropped.total, publishedTotal: published, acknowledgedTotal: acks,
+                            droppedTotal: outbox.dropped.total, publishedTotal: delivery.publishedTotal,
+                            acknowledgedTotal: delivery.acknowledgedTotal,
                             connectionsLost: client.disconnects, lastError: client.isConnected ? nil : (storeError.map { "\($0)" } ?? client.lastError))
         i.connectFailures = client.connectFailures
         i.commandsRun = commandsRun
@@ -211,8 +202,8 @@ final class FleetExporter {
         case .connected:
             log("MQTT: connected to \(client.endpoint) (\(outbox.count) messages waiting)")
             loggedReasons.removeAll()
-            cursor = 0
-            inFlight.removeAll()
+            delivery.connect()
+            flush()
             publisher.rediscover()
             pump()
         case let .disconnected(reason, retryIn):
@@ -222,14 +213,11 @@ final class FleetExporter {
                 log("MQTT: \(reason); retrying every few seconds (next in \(retryIn)), \(outbox.count) messages kept in the outbox")
                 loggedReasons.insert(reason)
             }
-            inFlight.removeAll()
+            delivery.disconnect()
         case let .acknowledged(mid):
-            guard let id = inFlight.removeValue(forKey: mid) else { return }
-            acks += 1
-            acknowledged.append(id)
-            if acknowledged.count >= window { flush() }
-            // Refill in halves: one outbox query per window/2 acknowledgements, not one per ack.
-            if inFlight.count <= window / 2 { pump() }
+            guard let effect = delivery.acknowledge(mid) else { return }
+            if effect.flush { flush() }
+            if effect.refill { pump() }
         case let .message(topic, payload):
             guard commandsEnabled else { return }
             switch FleetCommand.parse(topic: topic, payload: payload, prefix: publisher.prefix, hub: publisher.hub) {
@@ -244,30 +232,22 @@ final class FleetExporter {
     /// Hands the next stored messages to the client while the window has room.
     private func pump() {
         guard client.isConnected else { return }
-        while inFlight.count < window {
-            let rows: [OutboxMessage]
-            do throws(StoreError) { rows = try outbox.messages(after: cursor, limit: window - inFlight.count) } catch {
+        delivery.pump(fetch: { after, limit in
+            do throws(StoreError) { return try outbox.messages(after: after, limit: limit) } catch {
                 storeError = error
-                return
+                return nil
             }
-            if rows.isEmpty { return }
-            for row in rows {
-                guard let mid = client.publish(topic: row.topic, payload: row.payload, retain: row.retain) else { return }
-                inFlight[mid] = row.id
-                cursor = row.id
-                published += 1
-            }
-        }
+        }, id: { $0.id }, publish: { client.publish(topic: $0.topic, payload: $0.payload, retain: $0.retain) })
     }
 
     /// Deletes acknowledged messages (called once a second and every `window` acks).
     func flush() {
-        guard !acknowledged.isEmpty else { return }
-        do throws(StoreError) {
-            try outbox.delete(acknowledged)
-            acknowledged.removeAll(keepingCapacity: true)
-        } catch {
-            storeError = error
+        delivery.flush { ids in
+            do throws(StoreError) { try outbox.delete(ids) } catch {
+                storeError = error
+                return false
+            }
+            return true
         }
     }
 }
