@@ -76,7 +76,7 @@ public final class ResourceTransfers {
         do { source = try FileResourceSource(path: path) } catch { throw .file(path, error) }
         let sender: ResourceSender<FileResourceSource>
         do {
-            sender = try ResourceSender(name: shown, size: source.size, source: source)
+            sender = try ResourceSender(name: shown, size: source.size, chunkSize: ResourceKey.chunkSize(forFileOf: source.size), source: source)
         } catch {
             throw .setup(error)
         }

@@ -76,6 +76,17 @@ public struct ResourceKey: Hashable, Sendable, CustomStringConvertible {
         return Int(min(UInt64(chunkSize), size - start))
     }
 
+    /// The chunk size a sender picks for a file of `size` bytes: about 64 chunks, a power of two
+    /// from 64 KiB to 1 MiB. The receiver syncs the data and its partial state once per verified
+    /// chunk (what makes a resume exact after a kill or a power cut), so small chunks make a large
+    /// file pay a sync pair every 64 KiB; 1 MiB is what every receiver takes and what a resume
+    /// may send again. The same size gives the same chunks, so a restarted sender resumes.
+    public static func chunkSize(forFileOf size: UInt64) -> UInt32 {
+        var chunk: UInt64 = 64 << 10
+        while chunk < 1 << 20 && chunk * 64 < size { chunk <<= 1 }
+        return UInt32(chunk)
+    }
+
     public var description: String { "\(name) (\(size) bytes)" }
 }
 

@@ -134,4 +134,18 @@ import Testing
             #expect(ResourceName.validate(name) == nil, "\(name)")
         }
     }
+
+    /// About 64 chunks, powers of two from 64 KiB to 1 MiB (what the default receiver takes).
+    @Test func theChunkSizeGrowsWithTheFileWithinItsBounds() {
+        let cases: [(UInt64, UInt32)] = [(0, 64 << 10), (1, 64 << 10), (4 << 20, 64 << 10), ((4 << 20) + 1, 128 << 10),
+                                         (20_000_000, 512 << 10), (64 << 20, 1 << 20), (1 << 40, 1 << 20)]
+        for (size, chunk) in cases {
+            #expect(ResourceKey.chunkSize(forFileOf: size) == chunk, "\(size) bytes")
+        }
+        for size in stride(from: UInt64(0), to: 200 << 20, by: 999_983) {
+            let chunk = ResourceKey.chunkSize(forFileOf: size)
+            #expect(chunk <= ResourceReceiverConfiguration().maximumChunkSize && chunk.nonzeroBitCount == 1)
+            #expect(chunk == 1 << 20 || UInt64(chunk) * 64 >= size, "\(size): \(chunk)")
+        }
+    }
 }
