@@ -277,7 +277,7 @@ if Context.environment["PICONET_FUZZ"] == "1" {
     package.targets.append(
         .executableTarget(name: "piconet-fuzz",
                           dependencies: ["PiconetWire", "PiconetLoop", "PiconetDiscovery", "PiconetSession", "PiconetSensors",
-                                         "PiconetHub", "PiconetRuntime", "PiconetHubServer",
+                                         "PiconetHub", "PiconetRuntime", "PiconetHubServer", "PiconetGroup", "PiconetPush",
                                          .product(name: "HummingbirdCore", package: "hummingbird")],
                           swiftSettings: swift6))
     for target in package.targets where target.type == .regular || target.type == .executable {

@@ -22,10 +22,12 @@
 // corpus per target (valid encodings of the values the golden-byte tests use) to DIR/NAME/,
 // for each target that has no such folder yet.
 @testable import PiconetDiscovery
+import PiconetGroup
 import HummingbirdCore
 import PiconetHub
 @testable import PiconetHubServer
 import PiconetLoop
+import PiconetPush
 import PiconetPosix
 import PiconetRuntime
 import PiconetSensors
@@ -225,6 +227,8 @@ let targets: [Target] = [
     Target(name: "board-profile") { bytes in
         _ = try? BoardProfile(json: bytes, file: "board.json")
     },
+    Target(name: "group") { roundTrip(GroupMessage.self, $0, "group") },
+    Target(name: "push") { roundTrip(PushFrame.self, $0, "push") },
 ]
 
 /// Valid encodings of the values the golden-byte tests use: the start of each corpus.
@@ -272,6 +276,18 @@ func seeds(_ name: String) -> [[UInt8]] {
                 Array("GET\n/healthz\nevil.example".utf8)]
     case "board-profile":
         return [Array(#"{"id":"sim","name":"Simulated","gpioChip":"piconet-sim","leds":{"status":17},"activeLow":false}"#.utf8)]
+    case "group":
+        let member = MemberID(high: 1, low: 2)
+        return [GroupMessage.requestVote(.init(term: 3, candidate: member, lastLogIndex: 7, lastLogTerm: 2, preVote: true)),
+                .voteReply(.init(term: 3, granted: true)),
+                .appendEntries(.init(term: 3, leader: member, prevIndex: 6, prevTerm: 2, leaderCommit: 5,
+                                     entries: [LogEntry(index: 7, term: 3, command: Array("stroke 1 2".utf8))])),
+                .appendReply(.init(term: 3, success: true, index: 7))].map { $0.encoded() }
+    case "push":
+        let push = PushMessage(sequence: 9, after: 8, priority: .urgent, id: PushID(high: 5, low: 6), expiresIn: 3600,
+                               body: Array(#"{"title":"hr high"}"#.utf8))
+        return [PushFrame.subscribe(lastNormal: 4, lastUrgent: 8), .push(push), .ack(.normal, through: 4), .ring(sequence: 9)]
+            .map { $0.encoded() }
     default:
         return []
     }
