@@ -50,6 +50,7 @@ final class HubApp {
     let recorder: HistoryRecorder
     /// The spool's path, made (with its folder, for `--spool auto`) once at start.
     let spoolPath: String?
+    private var historyClosed = false
     let feed = HubFeed()
     let httpFailure = HTTPServerFailure()
     var refreshTimer: RepeatingTimer?
@@ -108,23 +109,29 @@ final class HubApp {
         HubCapacity.default.apply(to: &hubConfiguration)
         aggregator = Aggregator(configuration: hubConfiguration)
         nodeManager = HubNodeManager(policy: NodeManagerPolicy(allowList: settings.allowList, askBeforeInviting: settings.askBeforeInviting))
-        spoolPath = settings.spoolPath
-        recorder = HistoryRecorder(path: settings.databasePath,
-                                   retention: RetentionPolicy(rawSamples: .seconds(Int64(settings.retentionDays) * 86_400)),
-                                   commitInterval: .seconds(Int64(settings.commitInterval)), spoolPath: spoolPath,
-                                   syncInterval: .seconds(Int64(settings.syncInterval)))
+        if let host = settings.httpHost { try Self.checkHTTPPort(host: host, port: settings.httpPort, loop: loop) }
+        let spoolPath = settings.spoolPath
+        let recorder = HistoryRecorder(path: settings.databasePath,
+                                       retention: RetentionPolicy(rawSamples: .seconds(Int64(settings.retentionDays) * 86_400)),
+                                       commitInterval: .seconds(Int64(settings.commitInterval)), spoolPath: spoolPath,
+                                       syncInterval: .seconds(Int64(settings.syncInterval)))
+        self.spoolPath = spoolPath
+        self.recorder = recorder
         if settings.databasePath != nil, case let .memoryOnly(e) = recorder.mode {
+            Self.closeHistory(recorder, spoolPath: spoolPath, settings: settings)
             // Running on "in memory only" would look like success and lose the history: stop.
             throw HubStartFailure(status: ExitStatus.ioError,
                                   description: "\(e) (--db off runs without history, on purpose)")
         }
-        if let host = settings.httpHost { try Self.checkHTTPPort(host: host, port: settings.httpPort, loop: loop) }
         wallOffset = WallClock.secondsSinceEpoch() - loop.now.seconds
         if let mqtt = settings.mqtt {
             do throws(StoreError) {
                 fleet = try FleetExporter(loop: loop, settings: mqtt, hubName: settings.name, clientID: "piconet-\(host.identity.peerID)",
                                           log: { Console.err("piconet-hub: \($0)\n") })
-            } catch { throw HubStartFailure(status: ExitStatus.ioError, description: "MQTT outbox \(mqtt.outboxPath): \(error)") }
+            } catch {
+                Self.closeHistory(recorder, spoolPath: spoolPath, settings: settings)
+                throw HubStartFailure(status: ExitStatus.ioError, description: "MQTT outbox \(mqtt.outboxPath): \(error)")
+            }
         }
         inPlace = Console.stdoutIsTerminal && !settings.plain && !settings.askBeforeInviting && !settings.json && !settings.quiet
         if let profile {
@@ -247,12 +254,24 @@ final class HubApp {
         feed.finishAll()
         if let e = recorder.flush() { Console.err("piconet-hub: history not saved on exit: \(e)\n") }
         if let path = settings.latencyReport { writeLatencyReport(path) }
-        recorder.store?.close()
-        // The folder `--spool auto` made goes too once the store removed the empty spool.
-        if settings.spool == "auto", let dir = spoolPath?.split(separator: "/").dropLast().joined(separator: "/") {
-            try? FileSystem.removeDirectory("/" + dir)
-        }
+        closeHistory()
         if let failure = bluetoothNodes.failure { throw HubSettings.Invalid(description: failure) }
+    }
+
+    /// Ends the history: the store closed (it moves its spool into the file) and the folder
+    /// `--spool auto` made removed once empty. Also when the hub stops before or while it runs
+    /// (a taken port, a failing MQTT outbox, a browser that cannot start): no folder is left in RAM.
+    func closeHistory() {
+        guard !historyClosed else { return }
+        historyClosed = true
+        Self.closeHistory(recorder, spoolPath: spoolPath, settings: settings)
+    }
+
+    static func closeHistory(_ recorder: HistoryRecorder, spoolPath: String?, settings: HubSettings) {
+        recorder.store?.close()
+        if settings.spool == "auto", let spoolPath, let slash = spoolPath.lastIndex(of: "/") {
+            try? FileSystem.removeDirectory(String(spoolPath[..<slash]))
+        }
     }
 
     func shutdown() {

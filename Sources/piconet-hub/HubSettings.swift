@@ -142,6 +142,11 @@ struct HubSettings {
             s.syncInterval = i
         }
         s.spool = try c.spool ?? file?.string("spool") ?? "auto"
+        if s.spool.isEmpty {
+            // An empty path names no file: refused rather than read as "auto" or "off".
+            guard c.spool == nil else { throw Invalid(description: "--spool '' is not valid: give auto, off or a file path") }
+            throw ConfigFile.Failure(path: c.config ?? "", key: "spool", why: "is empty", fix: "write auto, off or a file path")
+        }
         if let f = try c.forgetAfter.map({ v throws(CommandLineError) in try OptionRange.integer(v, option: "--forget-after", in: 5...31_536_000) })
             ?? file?.integer("forget-after", in: 5...31_536_000).map(Int.init) {
             s.forgetAfter = f

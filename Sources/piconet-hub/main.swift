@@ -119,10 +119,12 @@ struct HubCommand: ParsableCommand {
             Console.err(usageErrorLine("piconet-hub", "\(error)", fix: "see 'piconet-hub --help'") + "\n")
             throw ExitCode(ExitStatus.usage)
         }
+        var app: HubApp?
         do {
-            let app = try HubApp(settings)
-            try app.run()
+            app = try HubApp(settings)
+            try app?.run()
         } catch {
+            app?.closeHistory()
             Console.err("piconet-hub: error: \(error)\n")
             throw ExitCode(Self.exitStatus(for: error))
         }
