@@ -71,6 +71,15 @@ GOALS = [
     ("node-idle-rss-x86_64", "Embedded node idle, KiB resident (3 MiB budget)", "value<=", 3 * 1024),
     ("node-idle-wakeups-x86_64", "Embedded node idle, wake-ups/s", "value==", 0),
     ("node-rss-50hz-x86_64", "Embedded node streaming at 50 Hz, KiB resident (4 MiB budget)", "value<=", 4 * 1024),
+] + [
+    # A 20 MB file, piconet send --file vs OpenSSH over the same netns link (median of rounds):
+    # judged on the 50 Mbit/s link (at least scp's rate without loss, ahead of both with loss),
+    # the unshaped veth shown (there each side is bound by its own CPU and windows).
+    (f"resource-{link}-{loss}pct-vs-{base}", f"resource MB/s vs {base}, {what}, {loss} % loss both ways")
+    + (("ratio>=", 1.0) if link == "wifi" and (loss or base == "scp") else ("info", None))
+    for link, what in [("wifi", "50 Mbit/s veth"), ("veth", "unshaped veth")]
+    for loss in (0, 5)
+    for base in ("scp", "rsync")
 ]
 
 

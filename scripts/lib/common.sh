@@ -17,6 +17,7 @@ PICONET_APT_PACKAGES=(
   chromium sqlite3         # the main-job stage: browser test of the live page, history checks
   debootstrap              # stage 72-arm64: the sid root with Debian's swiftlang for the aarch64 hub and CLI
   minisign                 # release signatures: the netns-update stage signs builds as a release manager does
+  rsync                    # bench.d/85-resources: rsync over ssh beside piconet send --file
   qemu-user-static         # stage 73-armhf: the armv7 node under qemu-arm-static -cpu cortex-a7
 )
 # cannot_run REASON: this stage cannot run here (not root, no namespaces, too little memory, a
