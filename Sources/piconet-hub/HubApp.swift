@@ -85,6 +85,8 @@ final class HubApp {
     let lights: BoardLights?
     /// `--mqtt`: the fleet export (HubMQTT.swift).
     var fleet: FleetExporter?
+    /// Local push (`--push-db`, HubPush.swift); nil with `--push-db off`.
+    var push: HubPushHost?
 
     static let seriesLimit = 600
     static let inviteRetry = HubNodeManager.inviteRetry
@@ -94,13 +96,14 @@ final class HubApp {
         loop = try EpollLoop()
         startedAt = loop.now
         let profile = try BoardCatalog.profile(settings.board, in: settings.boardsDirectory)
-        // The hub invites; it does not take invitations. No listen PSM: it only dials the channels
-        // its invitations go over (and pairs, with --pairing piconet, only with the nodes it is
-        // dialling: SessionHost's rule).
+        // The hub invites; it takes invitations only from push subscribers, admitted as --invite
+        // admits nodes. No listen PSM: it only dials the channels its invitations go over (and
+        // pairs, with --pairing piconet, only with the nodes it is dialling: SessionHost's rule).
         var spec = SessionHostSpec(keyFile: settings.identityPath, displayName: settings.name, encryption: settings.encryption,
-                                   policy: .declineAll, transport: settings.transport, interfaces: settings.interfaces,
+                                   policy: settings.pushDatabase == nil ? .declineAll : settings.invite.policy.sessionPolicy, transport: settings.transport, interfaces: settings.interfaces,
                                    adapter: settings.adapter, linkSecurity: settings.linkSecurity)
         spec.boardAdapter = profile?.bluetoothAdapter
+        spec.udpBind = .ipv4(host: 0, port: UInt16(settings.port))
         // Session, aggregator and browser sized for one fleet together (HubCapacity).
         HubCapacity.default.apply(to: &spec.configuration)
         host = try SessionHost(loop: loop, spec)
@@ -119,6 +122,7 @@ final class HubApp {
                                   description: "\(e) (--db off runs without history, on purpose)")
         }
         if let host = settings.httpHost { try Self.checkHTTPPort(host: host, port: settings.httpPort, loop: loop) }
+        if let path = settings.pushDatabase { push = try HubPushHost(path: path, loop: loop, session: host.session) }
         wallOffset = WallClock.secondsSinceEpoch() - loop.now.seconds
         if let mqtt = settings.mqtt {
             do throws(StoreError) {
@@ -178,6 +182,9 @@ final class HubApp {
         let sessionText = (udp.map { "session port \($0.localAddress.port)" } ?? "")
             + (bluetooth.map { "\(udp == nil ? "" : " and ")Bluetooth \($0.bluetooth.adapter.name) (\($0.bluetooth.adapter.address))" } ?? "")
         say("piconet-hub: identity \(identity.peerID), \(sessionText), \(historyLine)\n")
+        if let push {
+            say("piconet-hub: push store \(push.service.store.path) (\((try? push.service.subscribers().count) ?? 0) subscribers; they join as --invite admits nodes)\n")
+        }
         session.onEvent = { [unowned self] in self.handle($0) }
         if let bluetooth {
             pairingAgent?.onEvent = { [unowned self] e in
@@ -199,7 +206,7 @@ final class HubApp {
             let access = HubHTTPAccess(token: try Self.loadOrCreateToken(tokenPath), boundHost: host, port: settings.httpPort,
                                        hosts: Self.ownHostNames())
             httpAccess = access
-            let server = HubHTTPServer(feed: feed, access: access, maximumConnections: settings.httpMaxConnections)
+            let server = HubHTTPServer(feed: feed, access: access, maximumConnections: settings.httpMaxConnections, poster: push?.poster)
             let port = settings.httpPort
             let failure = httpFailure, remote = loop.remote
             self.server = Task.detached {
@@ -248,6 +255,7 @@ final class HubApp {
         if let e = recorder.flush() { Console.err("piconet-hub: history not saved on exit: \(e)\n") }
         if let path = settings.latencyReport { writeLatencyReport(path) }
         recorder.store?.close()
+        push?.close()
         // The folder `--spool auto` made goes too once the store removed the empty spool.
         if settings.spool == "auto", let dir = spoolPath?.split(separator: "/").dropLast().joined(separator: "/") {
             try? FileSystem.removeDirectory("/" + dir)
@@ -272,8 +280,10 @@ final class HubApp {
         switch event {
         case let .received(bytes, from, _):
             if holdingBluetoothNode(from) { return }
+            if push?.received(bytes, from: from) == true { return }
             ingest(bytes, from: from)
         case let .invitationFinished(id, outcome):
+            if id.isIncoming, case .declined = outcome { push?.strangersRefused += 1 }
             if bluetoothInvitationFinished(id, outcome) { return }
             wifiInvitationFinished(id, outcome)
         case let .peerStateChanged(peer, state):
@@ -281,7 +291,10 @@ final class HubApp {
             if state == .connected, let name = session.displayName(of: peer) { nodeManager.proved(name, of: peer) }
             if !inPlace { say("piconet-hub: \(displayName(peer)) \(HumanWords.state(state))\n") }
             nodeManager.peerStateChanged(peer, state, at: loop.now)
-            if state == .notConnected { bluetoothPeerLeft(peer) }
+            if state == .notConnected {
+                bluetoothPeerLeft(peer)
+                push?.peerLeft(peer)
+            }
             armNodeTimer()
             lights?.driver.show(session.connectedPeers.isEmpty ? .advertising : .paired)
         case let .stream(peer, .opened(id, _)):
@@ -403,6 +416,7 @@ final class HubApp {
             info.storeMessage = "\(e)"
         }
         info.mqtt = exportRefresh(nodes, snaps)
+        info.push = push?.info
         let snapshot = HubSnapshot(generatedAt: WallClock.secondsSinceEpoch(), hub: info, nodes: nodes)
         feed.publish(snapshot)
         if settings.json {

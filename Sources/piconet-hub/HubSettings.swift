@@ -50,6 +50,10 @@ struct HubSettings {
     var linkSecurity = LinkSecurity()
     /// `--mqtt` and its companions (HubMQTT.swift); nil: no export.
     var mqtt: MQTTSettings?
+    /// `--push-db`: the push queues' SQLite file; nil: push is off.
+    var pushDatabase: String?
+    /// `--port`: the session's UDP port (0: any free one; push subscribers need a known one).
+    var port = 0
 
     /// Config file keys: the long flag names, plus `role`, `state-dir`, `gpio-chip`, `allow-list`.
     /// The camelCase spellings of earlier configs stay accepted.
@@ -57,11 +61,11 @@ struct HubSettings {
         binary: "piconet-hub",
         keys: Set(["name", "role", "service", "interface", "state-dir", "identity", "invite", "allow-list", "http", "http-max-connections", "db",
                "max-heart-rate", "retention-days", "commit-interval", "sync-interval", "spool", "forget-after", "encryption", "board", "gpio-chip", "boards-dir", "transport", "adapter",
-               "security", "pairing"]).union(MQTTSettings.configKeys),
+               "security", "pairing", "push-db", "port"]).union(MQTTSettings.configKeys),
         aliases: ["interfaces": "interface", "stateDirectory": "state-dir", "allowList": "allow-list", "maxHeartRate": "max-heart-rate",
                   "retentionDays": "retention-days", "commitInterval": "commit-interval", "boardsDirectory": "boards-dir", "gpioChip": "gpio-chip"],
         elsewhere: ["accept": "piconet-node", "trust-store": "piconet-node", "trustStore": "piconet-node", "profile": "piconet-node",
-                    "seed": "piconet-node", "motion-hz": "piconet-node", "motionHz": "piconet-node", "port": "piconet-node",
+                    "seed": "piconet-node", "motion-hz": "piconet-node", "motionHz": "piconet-node",
                     "psm": "piconet-node"])
 
     struct Invalid: Error, CustomStringConvertible { var description: String }
@@ -168,6 +172,13 @@ struct HubSettings {
             throw Invalid(description: "--security and --pairing need --transport bluetooth or any")
         }
         s.mqtt = try MQTTSettings.resolve(c, file, databasePath: s.databasePath)
+        // Beside the identity key by default (the hub's state folder), as the HTTP token is.
+        let push = try c.pushDb ?? file?.string("push-db") ?? HubApp.directory(of: s.identityPath) + "/hub-push.sqlite"
+        s.pushDatabase = push == "off" ? nil : push
+        if let p = try c.port.map({ v throws(CommandLineError) in try OptionRange.integer(v, option: "--port", in: 0...65535) })
+            ?? file?.integer("port", in: 0...65535).map(Int.init) {
+            s.port = p
+        }
         return s
     }
 }
