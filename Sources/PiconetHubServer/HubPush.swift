@@ -16,12 +16,18 @@ public struct HubPushInfo: Sendable, Codable, Equatable {
     public var strangersRefusedTotal: UInt64 = 0
     /// Push store writes that failed (the posts of that moment were answered 503).
     public var storeFailuresTotal: UInt64 = 0
+    /// Alert rules (`--alert`) that began to hold and were pushed, and those that could not be
+    /// (no subscriber yet, a full queue, the store).
+    public var alertsTotal: UInt64 = 0
+    public var alertsNotPushedTotal: UInt64 = 0
     public var subscribers: [HubPushSubscriber] = []
 
     public init() {}
 
     public var json: JSON {
         var o = JSONObject()
+        o["alertsNotPushedTotal"] = .integer(Int64(clamping: alertsNotPushedTotal))
+        o["alertsTotal"] = .integer(Int64(clamping: alertsTotal))
         o["deliveredTotal"] = .integer(Int64(clamping: deliveredTotal))
         o["droppedTotal"] = .integer(Int64(clamping: droppedTotal))
         o["expiredTotal"] = .integer(Int64(clamping: expiredTotal))

@@ -87,6 +87,8 @@ final class HubApp {
     var fleet: FleetExporter?
     /// Local push (`--push-db`, HubPush.swift); nil with `--push-db off`.
     var push: HubPushHost?
+    /// `--alert`: conditions that push, deduplicated (evaluated once a second in `refresh`).
+    var alertRules: AlertRules
 
     static let seriesLimit = 600
     static let inviteRetry = HubNodeManager.inviteRetry
@@ -123,6 +125,7 @@ final class HubApp {
         }
         if let host = settings.httpHost { try Self.checkHTTPPort(host: host, port: settings.httpPort, loop: loop) }
         if let path = settings.pushDatabase { push = try HubPushHost(path: path, loop: loop, session: host.session) }
+        alertRules = AlertRules(rules: settings.alerts, maximumHeartRate: settings.hub.maximumHeartRate, nodeMaximums: settings.nodeMaximums)
         wallOffset = WallClock.secondsSinceEpoch() - loop.now.seconds
         if let mqtt = settings.mqtt {
             do throws(StoreError) {
@@ -358,6 +361,7 @@ final class HubApp {
         let now = loop.now
         let snaps = aggregator.snapshots(at: now)
         var nodes: [NodeStatus] = []
+        var observations: [AlertObservation] = []
         if ticks % 10 == 0 { forgetGoneNodes() }
         if ticks % 30 == 0, let host = settings.httpHost { httpAccess?.setHosts(Self.ownHostNames(), boundHost: host) }
         var peers = Set(nodeManager.services.values.compactMap(HubNodeManager.claimedPeer))
@@ -394,6 +398,9 @@ final class HubApp {
             status.sensorLocation = snap?.latestSummary?.sensorLocation?.description
             if let d = snap?.delivery, d.current != nil { status.reliable = Self.reliableStatus(d) }
             nodes.append(status)
+            observations.append(AlertObservation(node: peer.description, name: status.name, bpm: bpm, lastSample: snap?.lastSeen,
+                                                 connected: session.state(of: peer) == .connected,
+                                                 lost: snap != nil && session.state(of: peer) != .connected))
         }
         if ticks % 10 == 0 { recorder.record(snaps, at: WallClock.nanosecondsSinceEpoch()) }
         recorder.flushIfDue(at: now)
@@ -416,6 +423,7 @@ final class HubApp {
             info.storeMessage = "\(e)"
         }
         info.mqtt = exportRefresh(nodes, snaps)
+        if let push, !alertRules.rules.isEmpty { push.alert(alertRules.evaluate(observations, at: now)) }
         info.push = push?.info
         let snapshot = HubSnapshot(generatedAt: WallClock.secondsSinceEpoch(), hub: info, nodes: nodes)
         feed.publish(snapshot)

@@ -1,3 +1,4 @@
+import PiconetHub
 import PiconetHubServer
 import PiconetRuntime
 import PiconetLoop
@@ -21,6 +22,9 @@ final class HubPushHost {
     var strangersRefused: UInt64 = 0
     /// Push frames from a subscriber that did not parse (counted, dropped).
     var malformed: UInt64 = 0
+    /// Alert rules that began to hold: pushed, or not (no subscriber, a refusal, the store).
+    var alertsPushed: UInt64 = 0
+    var alertsNotPushed: UInt64 = 0
 
     init(path: String, loop: EpollLoop, session: PeerSession) throws {
         let store: PushStore
@@ -108,6 +112,14 @@ final class HubPushHost {
         return .accepted(id: id.description, subscribers: accepted)
     }
 
+    /// Alerts that began to hold: each a push to every subscriber (none known: counted, not queued).
+    func alert(_ alerts: [Alert]) {
+        for a in alerts {
+            let answer = post(PushPostRequest(title: a.title, text: a.text, urgent: a.rule.urgent, ttlSeconds: 86_400))
+            if case .accepted = answer { alertsPushed += 1 } else { alertsNotPushed += 1 }
+        }
+    }
+
     /// For `HubHTTPServer`: each post runs on the loop; the answer comes back to the request's task.
     var poster: PushPoster {
         let box = LoopBound(self)
@@ -128,6 +140,8 @@ final class HubPushHost {
         i.expiredTotal = UInt64(st.expired)
         i.strangersRefusedTotal = strangersRefused
         i.storeFailuresTotal = UInt64(service.storeFailures)
+        i.alertsTotal = alertsPushed
+        i.alertsNotPushedTotal = alertsNotPushed
         let live = Set(service.subscribed)
         let held = service.held
         let known = (try? service.subscribers()) ?? Array(held.keys)
