@@ -43,6 +43,12 @@ public final class PushService {
         Array(Set(try store.subscribers()).union(queues.keys)).sorted()
     }
 
+    /// Rebuilds every stored subscriber's queue (at start), so pushes for one that never comes
+    /// back still expire on time and count.
+    public func restoreAll() throws(StoreError) {
+        for s in try store.subscribers() { _ = try queue(s) }
+    }
+
     /// Subscribers with a live subscription.
     public var subscribed: [String] { queues.filter { $0.value.subscribed }.map(\.key).sorted() }
 

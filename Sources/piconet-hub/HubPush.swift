@@ -38,6 +38,10 @@ final class HubPushHost {
         random = try SecureRandom()
         timer.onFire = { [handle] in handle.owner?.timerFired() }
         service.send = { [handle] subscriber, frame in handle.owner?.send(frame, to: subscriber) }
+        do { try service.restoreAll() } catch {
+            throw HubStartFailure(status: ExitStatus.ioError, description: "push store \(path): \(error) (give --push-db PATH, or --push-db off)")
+        }
+        arm()
     }
 
     deinit { handle.sever() }

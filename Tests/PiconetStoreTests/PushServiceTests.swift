@@ -140,6 +140,16 @@ import Testing
         defer { store.close() }
         let service = PushService(store: store)
         #expect(try service.subscribers() == ["a", "b"])
+        _ = service.post(id: Self.id(1), priority: .normal, body: [], ttl: .seconds(5), to: ["a"], at: Self.t0)
+        // A restart: the queue of a subscriber that never comes back still expires its pushes.
+        let again = PushService(store: try PushStore(path: path))
+        defer { again.store.close() }
+        #expect(again.nextDeadline == nil)
+        try again.restoreAll()
+        #expect(again.nextDeadline == Self.t0 + .seconds(5))
+        again.timerFired(at: Self.t0 + .seconds(5))
+        #expect(again.statistics.expired == 1)
+        #expect(try again.store.queueStorage(for: "a").pushes.isEmpty)
     }
 
     @Test func expiryAndAFullQueueAreCounted() throws {
