@@ -164,7 +164,7 @@ let package = Package(
 
         // Executables.
         .executableTarget(name: "piconet",
-                          dependencies: ["PiconetRuntime", "PiconetCLI",
+                          dependencies: ["PiconetRuntime", "PiconetCLI", "PiconetPush",
                                          .product(name: "ArgumentParser", package: "swift-argument-parser")],
                           swiftSettings: swift6, linkerSettings: smallBinary),
         // No ArgumentParser in the node: PiconetRuntime's CommandLineSpec keeps ~1.5 MB

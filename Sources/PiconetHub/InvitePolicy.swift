@@ -16,6 +16,16 @@ public enum InvitePolicy: Equatable, Sendable {
     /// Invite no node at all (`--invite none`, or the default without a terminal).
     case closed
 
+    /// Who may join the hub's session on its own initiative (a push subscriber): the keys the
+    /// hub would invite. `ask` has no person for an incoming request here, so it admits none.
+    public var sessionPolicy: InvitationPolicy {
+        switch self {
+        case .auto: return .acceptAll
+        case let .allowList(ids): return .allowList(ids)
+        case .ask, .closed: return .declineAll
+        }
+    }
+
     /// A value `--invite` (or the config's `invite`) does not take.
     public struct Invalid: Error, Equatable, Sendable, CustomStringConvertible {
         public var value: String

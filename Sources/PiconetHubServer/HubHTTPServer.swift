@@ -16,6 +16,7 @@ import Synchronization
 /// - `GET /api/stats` — the hub's counters, every drop counter (`HubInfo.drops`) and the HTTP refusals
 /// - `GET /metrics` — Prometheus text format
 /// - `GET /healthz` — `ok`
+/// - `GET /api/push` — local push counters and subscribers; `POST /api/push` — a push (HubPush.swift)
 ///
 /// Every route goes through `HubHTTPAccess` first: the Host check against DNS rebinding, and
 /// the token for writes and for any read on a non-loopback bind.
@@ -25,13 +26,17 @@ public struct HubHTTPServer: Sendable {
     /// The cap on open connections (and the count of those refused past it).
     public let connections: HubConnectionLimit
     let metrics: HubMetrics
+    /// Takes `POST /api/push` to the hub's loop; nil: push is off.
+    public let poster: PushPoster?
 
     /// - Parameters:
     ///   - access: who may ask (`.open`: no checks, for tests of the routes themselves).
     ///   - maximumConnections: connections held at once; one more is closed on arrival and counted.
-    public init(feed: HubFeed, access: HubHTTPAccess = .open, maximumConnections: Int = HubConnectionLimit.defaultMaximum) {
+    public init(feed: HubFeed, access: HubHTTPAccess = .open, maximumConnections: Int = HubConnectionLimit.defaultMaximum,
+                poster: PushPoster? = nil) {
         self.feed = feed
         self.access = access
+        self.poster = poster
         connections = HubConnectionLimit(maximum: maximumConnections)
         metrics = HubMetrics()
     }
@@ -95,6 +100,7 @@ public struct HubHTTPServer: Sendable {
                     try await writer.finish(nil)
                 })
         }
+        addPushRoutes(router)
         let access = self.access
         router.get("/metrics") { _, _ in
             let text = metrics.render(feed.snapshot, http: access.refusals, connectionsRefused: connections.refused)
@@ -200,8 +206,19 @@ final class HubMetrics: Sendable {
                                                   help: "HTTP requests refused (401) for a missing or wrong token.")),
             ("connections", registry.makeCounter(name: "piconet_hub_http_connections_refused_total",
                                                  help: "HTTP connections closed on arrival because the connection cap was reached.")),
-        ]
+        ] + Self.pushCounters.map { [registry] key, name, help in (key, registry.makeCounter(name: name, help: help)) }
     }
+
+    /// Local push's counters: key in `render`'s totals, metric name, help.
+    static let pushCounters: [(String, String, String)] = [
+        ("pushQueued", "piconet_hub_push_queued_total", "Pushes written to a subscriber's queue (one per subscriber)."),
+        ("pushDelivered", "piconet_hub_push_delivered_total", "Pushes a subscriber acknowledged as stored."),
+        ("pushDropped", "piconet_hub_push_dropped_total", "Pushes dropped undelivered to make room in a full subscriber queue."),
+        ("pushExpired", "piconet_hub_push_expired_total",
+         "Pushes past their TTL before delivery (or, urgent, before a person acknowledged them)."),
+        ("pushStrangers", "piconet_hub_push_strangers_refused_total",
+         "Keys that asked to join the hub's session and that its invitation policy refused."),
+    ]
 
     func render(_ snapshot: HubSnapshot, http: HubHTTPAccess.Counters = .init(), connectionsRefused: Int = 0) -> [UInt8] {
         let totals: [String: UInt64] = [
@@ -209,6 +226,9 @@ final class HubMetrics: Sendable {
             "dropped": snapshot.hub.discoveryDroppedTotal,
             "misdirected": UInt64(http.misdirected), "unauthorized": UInt64(http.unauthorized),
             "connections": UInt64(connectionsRefused),
+            "pushQueued": snapshot.hub.push?.queuedTotal ?? 0, "pushDelivered": snapshot.hub.push?.deliveredTotal ?? 0,
+            "pushDropped": snapshot.hub.push?.droppedTotal ?? 0, "pushExpired": snapshot.hub.push?.expiredTotal ?? 0,
+            "pushStrangers": snapshot.hub.push?.strangersRefusedTotal ?? 0,
         ]
         lastRefusals.withLock { last in
             for (name, counter) in refusals {

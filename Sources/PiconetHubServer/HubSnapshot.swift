@@ -37,6 +37,8 @@ public struct HubInfo: Sendable, Codable, Equatable {
     public var discoveryDroppedTotal: UInt64 = 0
     /// The MQTT export (`--mqtt`), nil without it.
     public var mqtt: HubMQTTInfo?
+    /// Local push (`--push-db`), nil when it is off.
+    public var push: HubPushInfo?
     /// Everything a stranger's traffic made the hub drop or refuse, by counter name (the
     /// session's and the mDNS browser's statistics: malformed frames, failed authentication,
     /// throttled handshakes, oversized datagrams, full caches...). What `/api/stats` serves, so

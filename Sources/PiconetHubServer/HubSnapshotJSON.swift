@@ -31,7 +31,7 @@ extension HubInfo {
                  "storeHealthy": .bool(storeHealthy), "storeMessage": string(storeMessage),
                  "unexpectedPeersTotal": count(unexpectedPeersTotal), "forgottenNodesTotal": count(forgottenNodesTotal),
                  "discoveryDroppedTotal": count(discoveryDroppedTotal),
-                 "drops": dropsJSON, "mqtt": mqtt?.json])
+                 "drops": dropsJSON, "mqtt": mqtt?.json, "push": push?.json])
     }
 
     /// `drops` as an object, keys in sorted order.

@@ -154,3 +154,34 @@ public enum PushFrame: WireCodable, Equatable, Sendable {
         }
     }
 }
+
+extension PushFrame {
+    /// The frame as one reliable session message: a `FrameHeader` of type `push` before it, so a
+    /// hub tells push traffic from sensor frames by the header alone. Reliable messages rather
+    /// than a named stream: the protocol is already framed messages whose order and
+    /// retransmission the session's reliable mode gives, and a stream would add a second framing
+    /// and its open/reset handshake to every reconnection.
+    public var sessionMessage: [UInt8] {
+        var w = ByteWriter(capacity: FrameHeader.length + encodedLength)
+        FrameHeader(type: .push, payloadLength: UInt16(clamping: encodedLength)).encode(into: &w)
+        encode(into: &w)
+        return w.bytes
+    }
+
+    /// Whether `message` is a push frame by its header (the session delivers every kind of frame
+    /// to one handler).
+    public static func isPush(_ message: [UInt8]) -> Bool {
+        message.count >= FrameHeader.length && message[1] == FrameType.push.rawValue
+    }
+
+    /// The push frame in a session message, header checked, nothing after it.
+    public init(sessionMessage bytes: [UInt8]) throws(WireError) {
+        var r = ByteReader(bytes)
+        let header = try FrameHeader(parsing: &r)
+        guard header.type == .push else { throw .invalidValue(field: "frame type", reason: "\(header.type) is not push (0x40)") }
+        var body = try r.readSubReader(Int(header.payloadLength))
+        try r.expectEnd()
+        self = try PushFrame(parsing: &body)
+        try body.expectEnd()
+    }
+}

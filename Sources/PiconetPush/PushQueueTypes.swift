@@ -137,4 +137,6 @@ public struct PushQueueStatistics: Equatable, Sendable {
     public var violations = 0
     /// `stored(sequence:)` for no push waiting to be stored.
     public var unexpectedStored = 0
+
+    public init() {}
 }

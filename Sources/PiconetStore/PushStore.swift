@@ -94,6 +94,22 @@ public final class PushStore {
         }
     }
 
+    /// Remembers `subscriber` (a queue with nothing stored yet), so a push "to all" reaches a
+    /// subscriber that is away as well as one that is connected.
+    public func register(subscriber: String) throws(StoreError) {
+        try file.write { db in
+            try db.execute(sql: "INSERT INTO push_last_sequence (subscriber, sequence) VALUES (?, 0) ON CONFLICT(subscriber) DO NOTHING",
+                           arguments: [subscriber])
+        }
+    }
+
+    /// Every subscriber registered or ever stored for, sorted.
+    public func subscribers() throws(StoreError) -> [String] {
+        try file.read { db -> [String] in
+            try String.fetchAll(db, sql: "SELECT subscriber FROM push_last_sequence ORDER BY subscriber")
+        }
+    }
+
     // MARK: - Client: the pushes received from one hub
 
     /// Records `push` and moves the cursor of its priority to it, in one transaction: what

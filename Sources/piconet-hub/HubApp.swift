@@ -86,6 +86,10 @@ final class HubApp {
     let lights: BoardLights?
     /// `--mqtt`: the fleet export (HubMQTT.swift).
     var fleet: FleetExporter?
+    /// Local push (`--push-db`, HubPush.swift); nil with `--push-db off`.
+    var push: HubPushHost?
+    /// `--alert`: conditions that push, deduplicated (evaluated once a second in `refresh`).
+    var alertRules: AlertRules
 
     static let seriesLimit = 600
     static let inviteRetry = HubNodeManager.inviteRetry
@@ -95,13 +99,14 @@ final class HubApp {
         loop = try EpollLoop()
         startedAt = loop.now
         let profile = try BoardCatalog.profile(settings.board, in: settings.boardsDirectory)
-        // The hub invites; it does not take invitations. No listen PSM: it only dials the channels
-        // its invitations go over (and pairs, with --pairing piconet, only with the nodes it is
-        // dialling: SessionHost's rule).
+        // The hub invites; it takes invitations only from push subscribers, admitted as --invite
+        // admits nodes. No listen PSM: it only dials the channels its invitations go over (and
+        // pairs, with --pairing piconet, only with the nodes it is dialling: SessionHost's rule).
         var spec = SessionHostSpec(keyFile: settings.identityPath, displayName: settings.name, encryption: settings.encryption,
-                                   policy: .declineAll, transport: settings.transport, interfaces: settings.interfaces,
+                                   policy: settings.pushDatabase == nil ? .declineAll : settings.invite.policy.sessionPolicy, transport: settings.transport, interfaces: settings.interfaces,
                                    adapter: settings.adapter, linkSecurity: settings.linkSecurity)
         spec.boardAdapter = profile?.bluetoothAdapter
+        spec.udpBind = .ipv4(host: 0, port: UInt16(settings.port))
         // Session, aggregator and browser sized for one fleet together (HubCapacity).
         HubCapacity.default.apply(to: &spec.configuration)
         host = try SessionHost(loop: loop, spec)
@@ -123,6 +128,13 @@ final class HubApp {
             throw HubStartFailure(status: ExitStatus.ioError,
                                   description: "\(e) (--db off runs without history, on purpose)")
         }
+        if let path = settings.pushDatabase {
+            do { push = try HubPushHost(path: path, loop: loop, session: host.session) } catch {
+                Self.closeHistory(recorder, spoolPath: spoolPath, settings: settings)
+                throw error
+            }
+        }
+        alertRules = AlertRules(rules: settings.alerts, maximumHeartRate: settings.hub.maximumHeartRate, nodeMaximums: settings.nodeMaximums)
         wallOffset = WallClock.secondsSinceEpoch() - loop.now.seconds
         if let mqtt = settings.mqtt {
             do throws(StoreError) {
@@ -185,6 +197,9 @@ final class HubApp {
         let sessionText = (udp.map { "session port \($0.localAddress.port)" } ?? "")
             + (bluetooth.map { "\(udp == nil ? "" : " and ")Bluetooth \($0.bluetooth.adapter.name) (\($0.bluetooth.adapter.address))" } ?? "")
         say("piconet-hub: identity \(identity.peerID), \(sessionText), \(historyLine)\n")
+        if let push {
+            say("piconet-hub: push store \(push.service.store.path) (\((try? push.service.subscribers().count) ?? 0) subscribers; they join as --invite admits nodes)\n")
+        }
         session.onEvent = { [unowned self] in self.handle($0) }
         if let bluetooth {
             pairingAgent?.onEvent = { [unowned self] e in
@@ -206,7 +221,7 @@ final class HubApp {
             let access = HubHTTPAccess(token: try Self.loadOrCreateToken(tokenPath), boundHost: host, port: settings.httpPort,
                                        hosts: Self.ownHostNames())
             httpAccess = access
-            let server = HubHTTPServer(feed: feed, access: access, maximumConnections: settings.httpMaxConnections)
+            let server = HubHTTPServer(feed: feed, access: access, maximumConnections: settings.httpMaxConnections, poster: push?.poster)
             let port = settings.httpPort
             let failure = httpFailure, remote = loop.remote
             self.server = Task.detached {
@@ -255,6 +270,7 @@ final class HubApp {
         if let e = recorder.flush() { Console.err("piconet-hub: history not saved on exit: \(e)\n") }
         if let path = settings.latencyReport { writeLatencyReport(path) }
         closeHistory()
+        push?.close()
         if let failure = bluetoothNodes.failure { throw HubSettings.Invalid(description: failure) }
     }
 
@@ -291,8 +307,10 @@ final class HubApp {
         switch event {
         case let .received(bytes, from, _):
             if holdingBluetoothNode(from) { return }
+            if push?.received(bytes, from: from) == true { return }
             ingest(bytes, from: from)
         case let .invitationFinished(id, outcome):
+            if id.isIncoming, case .declined = outcome { push?.strangersRefused += 1 }
             if bluetoothInvitationFinished(id, outcome) { return }
             wifiInvitationFinished(id, outcome)
         case let .peerStateChanged(peer, state):
@@ -300,7 +318,10 @@ final class HubApp {
             if state == .connected, let name = session.displayName(of: peer) { nodeManager.proved(name, of: peer) }
             if !inPlace { say("piconet-hub: \(displayName(peer)) \(HumanWords.state(state))\n") }
             nodeManager.peerStateChanged(peer, state, at: loop.now)
-            if state == .notConnected { bluetoothPeerLeft(peer) }
+            if state == .notConnected {
+                bluetoothPeerLeft(peer)
+                push?.peerLeft(peer)
+            }
             armNodeTimer()
             lights?.driver.show(session.connectedPeers.isEmpty ? .advertising : .paired)
         case let .stream(peer, .opened(id, _)):
@@ -364,6 +385,7 @@ final class HubApp {
         let now = loop.now
         let snaps = aggregator.snapshots(at: now)
         var nodes: [NodeStatus] = []
+        var observations: [AlertObservation] = []
         if ticks % 10 == 0 { forgetGoneNodes() }
         if ticks % 30 == 0, let host = settings.httpHost { httpAccess?.setHosts(Self.ownHostNames(), boundHost: host) }
         var peers = Set(nodeManager.services.values.compactMap(HubNodeManager.claimedPeer))
@@ -400,6 +422,9 @@ final class HubApp {
             status.sensorLocation = snap?.latestSummary?.sensorLocation?.description
             if let d = snap?.delivery, d.current != nil { status.reliable = Self.reliableStatus(d) }
             nodes.append(status)
+            observations.append(AlertObservation(node: peer.description, name: status.name, bpm: bpm, lastSample: snap?.lastSeen,
+                                                 connected: session.state(of: peer) == .connected,
+                                                 lost: snap != nil && session.state(of: peer) != .connected))
         }
         if ticks % 10 == 0 { recorder.record(snaps, at: WallClock.nanosecondsSinceEpoch()) }
         recorder.flushIfDue(at: now)
@@ -422,6 +447,8 @@ final class HubApp {
             info.storeMessage = "\(e)"
         }
         info.mqtt = exportRefresh(nodes, snaps)
+        if let push, !alertRules.rules.isEmpty { push.alert(alertRules.evaluate(observations, at: now)) }
+        info.push = push?.info
         let snapshot = HubSnapshot(generatedAt: WallClock.secondsSinceEpoch(), hub: info, nodes: nodes)
         feed.publish(snapshot)
         if settings.json {

@@ -50,6 +50,13 @@ struct HubSettings {
     var linkSecurity = LinkSecurity()
     /// `--mqtt` and its companions (HubMQTT.swift); nil: no export.
     var mqtt: MQTTSettings?
+    /// `--push-db`: the push queues' SQLite file; nil: push is off.
+    var pushDatabase: String?
+    /// `--alert`: rules that push to every subscriber; `--node-max-heart-rate`: nodes' own maximums.
+    var alerts: [AlertRule] = []
+    var nodeMaximums: [String: Double] = [:]
+    /// `--port`: the session's UDP port (0: any free one; push subscribers need a known one).
+    var port = 0
 
     /// Config file keys: the long flag names, plus `role`, `state-dir`, `gpio-chip`, `allow-list`.
     /// The camelCase spellings of earlier configs stay accepted.
@@ -57,11 +64,11 @@ struct HubSettings {
         binary: "piconet-hub",
         keys: Set(["name", "role", "service", "interface", "state-dir", "identity", "invite", "allow-list", "http", "http-max-connections", "db",
                "max-heart-rate", "retention-days", "commit-interval", "sync-interval", "spool", "forget-after", "encryption", "board", "gpio-chip", "boards-dir", "transport", "adapter",
-               "security", "pairing"]).union(MQTTSettings.configKeys),
+               "security", "pairing", "push-db", "port", "alert", "node-max-heart-rate"]).union(MQTTSettings.configKeys),
         aliases: ["interfaces": "interface", "stateDirectory": "state-dir", "allowList": "allow-list", "maxHeartRate": "max-heart-rate",
                   "retentionDays": "retention-days", "commitInterval": "commit-interval", "boardsDirectory": "boards-dir", "gpioChip": "gpio-chip"],
         elsewhere: ["accept": "piconet-node", "trust-store": "piconet-node", "trustStore": "piconet-node", "profile": "piconet-node",
-                    "seed": "piconet-node", "motion-hz": "piconet-node", "motionHz": "piconet-node", "port": "piconet-node",
+                    "seed": "piconet-node", "motion-hz": "piconet-node", "motionHz": "piconet-node",
                     "psm": "piconet-node"])
 
     struct Invalid: Error, CustomStringConvertible { var description: String }
@@ -173,6 +180,24 @@ struct HubSettings {
             throw Invalid(description: "--security and --pairing need --transport bluetooth or any")
         }
         s.mqtt = try MQTTSettings.resolve(c, file, databasePath: s.databasePath)
+        // Beside the identity key by default (the hub's state folder), as the HTTP token is.
+        let push = try c.pushDb ?? file?.string("push-db") ?? HubApp.directory(of: s.identityPath) + "/hub-push.sqlite"
+        s.pushDatabase = push == "off" ? nil : push
+        for text in try c.alert.isEmpty ? (file?.strings("alert") ?? []) : c.alert {
+            do throws(AlertRule.Invalid) { s.alerts.append(try AlertRule(parsing: text)) } catch { throw Invalid(description: error.description) }
+        }
+        if !s.alerts.isEmpty, s.pushDatabase == nil { throw Invalid(description: "--alert pushes: it needs push on (drop --push-db off)") }
+        for pair in try c.nodeMaxHeartRate.isEmpty ? (file?.strings("node-max-heart-rate") ?? []) : c.nodeMaxHeartRate {
+            let parts = pair.split(separator: "=", maxSplits: 1).map(String.init)
+            guard parts.count == 2, PeerID(hex: parts[0]) != nil, let bpm = Double(parts[1]), (100...240).contains(bpm) else {
+                throw Invalid(description: "--node-max-heart-rate takes PEER_ID=BPM (32 hex digits, 100-240), not '\(pair)'")
+            }
+            s.nodeMaximums[parts[0]] = bpm
+        }
+        if let p = try c.port.map({ v throws(CommandLineError) in try OptionRange.integer(v, option: "--port", in: 0...65535) })
+            ?? file?.integer("port", in: 0...65535).map(Int.init) {
+            s.port = p
+        }
         return s
     }
 }

@@ -15,10 +15,10 @@ struct HubCommand: ParsableCommand {
         abstract: "The Piconet aggregator hub: find nodes, pair, aggregate, store and serve their samples.",
         discussion: """
         Example (one-machine demo): piconet-hub --invite auto --interface lo --http 127.0.0.1:8080 --db /tmp/hub.sqlite
-        HTTP: GET /  (live page)   /api/nodes   /api/nodes/{id}/series?window=10s|60s|session   /metrics
+        HTTP: GET /  (live page)   /api/nodes   /api/nodes/{id}/series?window=10s|60s|session   /api/push   /metrics;  POST /api/push (token)
         Config file keys (JSON object) are the long option names: name, service, interface, identity, invite, http, http-max-connections,
         db, max-heart-rate, retention-days, commit-interval, sync-interval, spool, forget-after, encryption, board, boards-dir, transport, adapter, security, pairing,
-        mqtt, mqtt-ca, mqtt-user, mqtt-password-file, mqtt-cert, mqtt-key, mqtt-outbox, mqtt-commands, mqtt-insecure-plaintext;
+        mqtt, mqtt-ca, mqtt-user, mqtt-password-file, mqtt-cert, mqtt-key, mqtt-outbox, mqtt-commands, mqtt-insecure-plaintext, push-db, port, alert, node-max-heart-rate;
         and role, state-dir, gpio-chip, allow-list (older camelCase keys are accepted too).
         Bluetooth: piconet-hub --transport bluetooth --adapter hci0 (LE scanning, invitations over L2CAP).
         Exit status: 0 done, 1 failed while running, 64 bad option, 69 interface or HTTP port
@@ -98,6 +98,16 @@ struct HubCommand: ParsableCommand {
     var mqttInsecurePlaintext = false
     @Option(help: "The MQTT outbox's SQLite file (default: beside --db, NAME.mqtt-outbox.sqlite; in memory with --db off).")
     var mqttOutbox: String?
+    @Option(help: ArgumentHelp("Local push: the subscribers' queues in this SQLite file (default: hub-push.sqlite beside the identity key; 'off': no push).",
+                               discussion: "POST /api/push queues a push, answered 202 once it is on disk; subscribers (piconet push listen) join as --invite admits them."))
+    var pushDb: String?
+    @Option(help: ArgumentHelp("An alert rule that pushes to every subscriber (repeatable): heart-rate-zone N, heart-rate-own-max, silent SECONDS, lost; ' urgent' at the end for a call.",
+                               discussion: "A condition that holds pushes once, and again only after it cleared."))
+    var alert: [String] = []
+    @Option(help: "A node's own maximum heart rate for heart-rate-own-max, PEER_ID=BPM (repeatable, 100-240).")
+    var nodeMaxHeartRate: [String] = []
+    @Option(parsing: .unconditional, help: "UDP port of the hub's session, 0-65535 (default 0: any free one; push subscribers dial it with --address).")
+    var port: Int?
     @Option(parsing: .unconditional, help: "Stop after this many seconds (0 = run until SIGINT/SIGTERM; at most 315360000).")
     var duration: Double = 0
     @Flag(help: "Plain lines instead of the in-place table, even on a terminal.")

@@ -25,6 +25,7 @@ struct PiconetCommand: ParsableCommand {
         list += sessionCommands     // listen, send               (SessionCommands.swift)
         list += boardCommands       // boards, led                (BoardCommands.swift)
         list += sensorCommands      // sensors scan               (SensorCommands.swift)
+        list.append(PushCommand.self) // push listen              (PushCommands.swift)
         return list
     }
 }

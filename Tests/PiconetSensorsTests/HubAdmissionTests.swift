@@ -31,6 +31,14 @@ import Testing
                                          stdinIsTerminal: false).policy == .allowList([node, peer(2)]))
     }
 
+    /// A push subscriber joins only as `--invite` would admit it: a stranger's key is declined.
+    @Test func theSessionAdmitsSubscribersAsInviteAdmitsNodes() {
+        #expect(InvitePolicy.auto.sessionPolicy == .acceptAll)
+        #expect(InvitePolicy.allowList([node]).sessionPolicy == .allowList([node]))
+        #expect(InvitePolicy.closed.sessionPolicy == .declineAll)
+        #expect(InvitePolicy.ask.sessionPolicy == .declineAll, "no person answers an incoming request")
+    }
+
     @Test func anythingElseIsRefused() {
         for bad in ["", ",", "yes", "all", "\(node),nope", String(node.description.dropLast())] {
             #expect(throws: InvitePolicy.Invalid.self) {
