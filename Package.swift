@@ -188,7 +188,9 @@ let package = Package(
         .testTarget(name: "PiconetUpdateTests", dependencies: ["PiconetUpdate", "PiconetSession", "PiconetTestSupport"], swiftSettings: swift6),
         .testTarget(name: "PiconetGroupTests", dependencies: ["PiconetGroup", "PiconetTestSupport"], swiftSettings: swift6),
         .testTarget(name: "PiconetPushTests", dependencies: ["PiconetPush", "PiconetTestSupport"], swiftSettings: swift6),
-        .testTarget(name: "PiconetSensorsTests", dependencies: ["PiconetSensors", "PiconetHub", "PiconetDiscovery", "PiconetSession", "PiconetTestSupport"], swiftSettings: swift6),
+        .testTarget(name: "PiconetSensorsTests", dependencies: ["PiconetSensors", "PiconetTestSupport"], swiftSettings: swift6),
+        .testTarget(name: "PiconetHubTests", dependencies: ["PiconetHub", "PiconetSensors", "PiconetDiscovery", "PiconetSession", "PiconetTestSupport"],
+                    swiftSettings: swift6),
         .testTarget(name: "PiconetStoreTests", dependencies: ["PiconetStore", "PiconetPush", "PiconetTestSupport",
                                                               .product(name: "GRDB", package: "GRDB.swift")], swiftSettings: swift6),
         // Store crash-test child and hub ingest benchmark (the test finds it beside the test bundle).
