@@ -157,7 +157,7 @@ EOF
 # purge removes its own files, and the last one the directory and the user.
 deb_postrm() {
   local p=$1 other=piconet-hub files='identity.key trust.json update'
-  [ "$p" = piconet-hub ] && other=piconet-node files='hub-identity.key hub-trust.json history.sqlite history.sqlite-wal history.sqlite-shm spool outbox'
+  [ "$p" = piconet-hub ] && other=piconet-node files='hub-identity.key hub.sqlite hub.sqlite-wal hub.sqlite-shm hub.sqlite-journal'
   cat <<EOF
 #!/bin/sh
 set -e
