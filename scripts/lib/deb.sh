@@ -310,5 +310,6 @@ EOF
 deb_overrides() {
   printf '# Built outside the Debian archive: there is no ITP bug to close.\n%s: initial-upload-closes-no-bugs\n' "$1"
   [ "$1" = piconet ] || printf '# A systemd service only: its sandbox (the unit) is part of the package.\n%s: package-supports-alternative-init-but-no-init.d-script\n' "$1"
+  [ "$2" != armhf ] || printf '# 32-bit Arm Embedded Swift is compiled position-dependent: lld cannot make it a PIE (scripts/lib/aarch64.sh).\n%s: hardening-no-pie\n' "$1"
   printf '# Linked as Package.swift and scripts/lib/aarch64.sh link it (lazy binding: start-up cost on a Pi Zero).\n%s: hardening-no-bindnow\n' "$1"
 }
