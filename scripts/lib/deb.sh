@@ -16,7 +16,7 @@ deb_summary() {
   case "$1" in
     piconet-node) echo "Piconet sensor node: advertise, pair with a hub, stream samples" ;;
     piconet-hub) echo "Piconet aggregator hub: find nodes, aggregate and serve samples" ;;
-    piconet) echo "Piconet command line: browse, pair, send and update boards" ;;
+    piconet) echo "command line for Piconet boards: browse, pair, send, update" ;;
   esac
 }
 
