@@ -85,7 +85,7 @@ public enum UpdateLauncher {
         let (state, problem) = files.readState()
         if let problem { log("update state: \(problem); running the installed binary") }
         let now = WallClock.nanosecondsSinceEpoch() / 1_000_000_000
-        let decision = UpdateGuard.decide(state, now: now, slotUsable: files.slotUsable)
+        let decision = UpdateGuard.decide(state, now: now, factoryVersion: ReleaseVersion(PiconetVersion.number), slotUsable: files.slotUsable)
         if let write = decision.write {
             if write.outcome != state.outcome, !write.outcome.isEmpty { log("update: \(write.outcome)") }
             do { try files.writeState(write) } catch {

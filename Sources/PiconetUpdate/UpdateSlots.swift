@@ -109,9 +109,20 @@ public struct UpdateGuardDecision: Equatable, Sendable {
 }
 
 public enum UpdateGuard {
-    /// `slotUsable` says whether a slot's file is there and executable.
-    public static func decide(_ state: UpdateState, now: Int64, slotUsable: (UpdateSlot) -> Bool) -> UpdateGuardDecision {
+    /// `slotUsable` says whether a slot's file is there and executable. `factoryVersion` is the
+    /// installed binary's own: a package manager (apt) owns that binary and may replace it with a
+    /// build newer than the slots', which then runs and the slots are forgotten (they would
+    /// otherwise keep an older build running over the one just installed).
+    public static func decide(_ state: UpdateState, now: Int64, factoryVersion: ReleaseVersion? = nil,
+                              slotUsable: (UpdateSlot) -> Bool) -> UpdateGuardDecision {
         var s = state
+        if let factory = factoryVersion, let outdated = outdatedSlots(s, factory: factory) {
+            s = s.endingTrial()
+            s.good = .factory
+            s.goodVersion = ""
+            s.outcome = "the installed binary \(factory) is newer than \(outdated): running it"
+            return UpdateGuardDecision(run: .factory, write: s)
+        }
         if let trial = s.trial {
             let why: String?
             if !slotUsable(trial) { why = "the new binary is missing" }
@@ -131,6 +142,19 @@ public enum UpdateGuard {
             s.goodVersion = ""
         }
         return UpdateGuardDecision(run: s.good, write: s == state ? nil : s)
+    }
+
+    /// What the installed binary outranks: a good slot or a trial older than it (a slot whose
+    /// version is not recorded is kept). Nil when the slots stand.
+    static func outdatedSlots(_ s: UpdateState, factory: ReleaseVersion) -> String? {
+        var older: [String] = []
+        if s.good != .factory, let v = ReleaseVersion(s.goodVersion), v < factory { older.append("slot \(s.good.rawValue)'s \(v)") }
+        if let t = s.trial, let v = ReleaseVersion(s.trialVersion), v < factory { older.append("slot \(t.rawValue)'s \(v) on trial") }
+        // Only when nothing newer is left in use: a newer good slot with an older trial is the trial's rollback.
+        let goodStands = s.good != .factory && !(ReleaseVersion(s.goodVersion).map { $0 < factory } ?? false)
+        let trialStands = s.trial != nil && !(ReleaseVersion(s.trialVersion).map { $0 < factory } ?? false)
+        guard !older.isEmpty, !goodStands, !trialStands else { return nil }
+        return older.joined(separator: " and ")
     }
 
     /// The trial ends without the new binary: the good one runs next.

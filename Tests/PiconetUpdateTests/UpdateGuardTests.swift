@@ -50,6 +50,30 @@ import Testing
         #expect(UpdateGuard.decide(UpdateState(), now: 1, slotUsable: Self.all) == UpdateGuardDecision(run: .factory, write: nil))
     }
 
+    @Test func aNewerInstalledBinaryWinsOverOlderSlots() throws {
+        let v = { (s: String) in ReleaseVersion(s) }
+        var good = UpdateState(good: .a)
+        good.goodVersion = "1.0.0"
+        // apt installed 1.1.0 over the factory binary while slot a holds 1.0.0: the factory runs, once written.
+        let d = UpdateGuard.decide(good, now: 1, factoryVersion: v("1.1.0"), slotUsable: Self.all)
+        #expect(d.run == .factory && d.write?.good == .factory && d.write?.goodVersion == "")
+        #expect(d.write?.outcome == "the installed binary 1.1.0 is newer than slot a's 1.0.0: running it")
+        #expect(UpdateGuard.decide(try #require(d.write), now: 2, factoryVersion: v("1.1.0"), slotUsable: Self.all).write == nil)
+        // A slot as new or newer than the installed binary stays (an update after an apt upgrade).
+        #expect(UpdateGuard.decide(good, now: 1, factoryVersion: v("1.0.0"), slotUsable: Self.all) == UpdateGuardDecision(run: .a, write: nil))
+        #expect(UpdateGuard.decide(good, now: 1, factoryVersion: v("0.9.9"), slotUsable: Self.all).run == .a)
+        // An unrecorded slot version is kept, as before versions were recorded.
+        #expect(UpdateGuard.decide(UpdateState(good: .a), now: 1, factoryVersion: v("9.0.0"), slotUsable: Self.all).run == .a)
+        // A trial older than the installed binary ends without a rollback count; a newer one runs.
+        let older = UpdateGuard.decide(onTrial(), now: 1, factoryVersion: v("1.2.4"), slotUsable: Self.all)
+        #expect(older.run == .factory && older.write?.trial == nil && older.write?.attempts == 0)
+        #expect(UpdateGuard.decide(onTrial(), now: 1, factoryVersion: v("1.2.2"), slotUsable: Self.all).run == .a)
+        // A newer good slot with an older trial: the trial's own rules decide (rollback to the slot).
+        var mixed = onTrial(.b, slot: .a)
+        mixed.goodVersion = "2.0.0"
+        #expect(UpdateGuard.decide(mixed, now: 1, factoryVersion: v("1.5.0"), slotUsable: Self.all).run == .a)
+    }
+
     @Test func confirmAndInstallSlots() {
         let c = UpdateGuard.confirmed(onTrial(.b, slot: .a))
         #expect(c.good == .a && c.goodVersion == "1.2.3" && c.trial == nil && c.outcome == "healthy: 1.2.3")
