@@ -56,7 +56,10 @@ struct PushListenCommand: ParsableCommand {
             expected = k
         }
         if let exitAfter, exitAfter < 1 { throw usageFailure(me, "'\(exitAfter)' is not valid for '--exit-after': expected a whole number, 1 or more") }
-        let file = cursor ?? SessionIdentityFile.directory + "/push-" + (hubKey ?? address.map { $0 == ":" ? "_" : $0 }.reduce("") { $0 + String($1) }) + ".json"
+        // In steps: as one expression, Debian's Swift 6.2 (the aarch64 build) gave up type-checking it.
+        let addressLabel = String(address.map { (c: Character) -> Character in c == ":" ? "_" : c })
+        let hubLabel: String = hubKey ?? addressLabel
+        let file: String = cursor ?? SessionIdentityFile.directory + "/push-" + hubLabel + ".json"
         var record = PushClientRecord()
         var stored: [UInt8]?
         do throws(SecretFile.Failure) {
