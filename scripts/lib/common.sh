@@ -197,8 +197,11 @@ sources_stamp() { (cd "$PICONET_ROOT" && find Sources Tests Package.swift -type 
 fresh_modules() {
   local scratch=$1
   [ "$(cat "$scratch/piconet-sources" 2>/dev/null)" = "$(sources_stamp)" ] && return 0
+  # With them goes SwiftPM's build plan (the llbuild manifest and description.json), which names
+  # files inside those folders: kept, a build that sees no change to plan reads them and fails.
   rm -rf "$scratch"/*/debug/Piconet*.build "$scratch"/*/debug/piconet*.build \
-         "$scratch"/*/release/Piconet*.build "$scratch"/*/release/piconet*.build "$scratch/piconet-sources"
+         "$scratch"/*/release/Piconet*.build "$scratch"/*/release/piconet*.build "$scratch/piconet-sources" \
+         "$scratch"/debug.yaml "$scratch"/release.yaml "$scratch"/*/debug/description.json "$scratch"/*/release/description.json
 }
 sources_built() { sources_stamp >"$1/piconet-sources"; }
 
