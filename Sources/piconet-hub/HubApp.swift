@@ -386,6 +386,7 @@ final class HubApp {
         let snaps = aggregator.snapshots(at: now)
         var nodes: [NodeStatus] = []
         var observations: [AlertObservation] = []
+        let alerting = push != nil && !alertRules.rules.isEmpty
         if ticks % 10 == 0 { forgetGoneNodes() }
         if ticks % 30 == 0, let host = settings.httpHost { httpAccess?.setHosts(Self.ownHostNames(), boundHost: host) }
         var peers = Set(nodeManager.services.values.compactMap(HubNodeManager.claimedPeer))
@@ -422,9 +423,9 @@ final class HubApp {
             status.sensorLocation = snap?.latestSummary?.sensorLocation?.description
             if let d = snap?.delivery, d.current != nil { status.reliable = Self.reliableStatus(d) }
             nodes.append(status)
-            observations.append(AlertObservation(node: peer.description, name: status.name, bpm: bpm, lastSample: snap?.lastSeen,
+            if alerting { observations.append(AlertObservation(node: peer.description, name: status.name, bpm: bpm, lastSample: snap?.lastSeen,
                                                  connected: session.state(of: peer) == .connected,
-                                                 lost: snap != nil && session.state(of: peer) != .connected))
+                                                 lost: snap != nil && session.state(of: peer) != .connected)) }
         }
         if ticks % 10 == 0 { recorder.record(snaps, at: WallClock.nanosecondsSinceEpoch()) }
         recorder.flushIfDue(at: now)
@@ -447,7 +448,7 @@ final class HubApp {
             info.storeMessage = "\(e)"
         }
         info.mqtt = exportRefresh(nodes, snaps)
-        if let push, !alertRules.rules.isEmpty { push.alert(alertRules.evaluate(observations, at: now)) }
+        if alerting, let push { push.alert(alertRules.evaluate(observations, at: now)) }
         info.push = push?.info
         let snapshot = HubSnapshot(generatedAt: WallClock.secondsSinceEpoch(), hub: info, nodes: nodes)
         feed.publish(snapshot)

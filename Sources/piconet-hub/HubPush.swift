@@ -27,20 +27,17 @@ final class HubPushHost {
     var alertsNotPushed: UInt64 = 0
 
     init(path: String, loop: EpollLoop, session: PeerSession) throws {
-        let store: PushStore
-        do { store = try PushStore(path: path) } catch {
-            throw HubStartFailure(status: ExitStatus.ioError, description: "push store \(path): \(error) (give --push-db PATH, or --push-db off)")
+        func failure(_ error: StoreError) -> HubStartFailure {
+            HubStartFailure(status: ExitStatus.ioError, description: "push store \(path): \(error) (give --push-db PATH, or --push-db off)")
         }
-        service = PushService(store: store)
+        do throws(StoreError) { service = PushService(store: try PushStore(path: path)) } catch { throw failure(error) }
         self.loop = loop
         self.session = session
         timer = MachineTimer(loop: loop)
         random = try SecureRandom()
         timer.onFire = { [handle] in handle.owner?.timerFired() }
         service.send = { [handle] subscriber, frame in handle.owner?.send(frame, to: subscriber) }
-        do { try service.restoreAll() } catch {
-            throw HubStartFailure(status: ExitStatus.ioError, description: "push store \(path): \(error) (give --push-db PATH, or --push-db off)")
-        }
+        do throws(StoreError) { try service.restoreAll() } catch { throw failure(error) }
         arm()
     }
 
@@ -147,9 +144,9 @@ final class HubPushHost {
         i.alertsTotal = alertsPushed
         i.alertsNotPushedTotal = alertsNotPushed
         let live = Set(service.subscribed)
+        // Every stored subscriber has its queue since `restoreAll`: no store read once a second.
         let held = service.held
-        let known = (try? service.subscribers()) ?? Array(held.keys)
-        i.subscribers = known.map { HubPushSubscriber(id: $0, subscribed: live.contains($0), held: held[$0] ?? 0) }
+        i.subscribers = held.keys.sorted().map { HubPushSubscriber(id: $0, subscribed: live.contains($0), held: held[$0] ?? 0) }
         return i
     }
 }

@@ -190,12 +190,7 @@ final class PushListener {
                 // again if the session has not resumed within two seconds.
                 receiver.disconnected()
                 retry.map(loop.cancel)
-                retry = loop.schedule(after: .seconds(2)) { [unowned self] in
-                    self.retry = nil
-                    guard let p = self.peer, self.session.state(of: p) != .connected, self.invitation == nil else { return }
-                    do { self.invitation = try self.session.invite(self.hub, expecting: self.expected, context: Array("piconet push".utf8),
-                                                                   timeout: .seconds(5)) } catch { self.later() }
-                }
+                retry = loop.schedule(after: .seconds(2)) { [unowned self] in self.invite() }
             case .notConnected:
                 receiver.disconnected()
                 peer = nil
