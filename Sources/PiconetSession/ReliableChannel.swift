@@ -18,6 +18,13 @@ public struct ReliableConfiguration: Sendable, Equatable {
     public var minimumRTO: Duration = .milliseconds(200)
     /// Backoff ceiling; kept low so a healed partition is noticed within seconds.
     public var maximumRTO: Duration = .seconds(4)
+    /// Tail-loss probe (RFC 8985 §7): when no acknowledgement came for a probe timeout, the last
+    /// fragment in flight goes again, so a loss with nothing sent after it is found by the
+    /// acknowledgements within a few round trips instead of waiting for the RTO.
+    public var tailLossProbe = true
+    /// The longest the peer holds an acknowledgement (the session's `acknowledgementDelay`),
+    /// part of the probe timeout.
+    public var peerAcknowledgementDelay: Duration = .milliseconds(2)
 
     public init() {}
 }
@@ -107,9 +114,16 @@ public struct ReliableSender: Sendable {
     public private(set) var isStalled = false
     /// Payload bytes per fragment for messages queued from now on (see `resize(fragmentSize:)`).
     public private(set) var fragmentSize: Int
+    /// When the tail-loss probe is due (nil: not armed).
+    private var probeAt: Instant?
+    /// A probe left and no acknowledgement made progress since: at most one probe per flight,
+    /// the RTO takes over after it.
+    private var probeOutstanding = false
     /// Statistics.
     public private(set) var retransmissions = 0
     public private(set) var timeouts = 0
+    /// Tail-loss probes sent (counted in `retransmissions` too).
+    public private(set) var tailLossProbes = 0
 
     public init(configuration: ReliableConfiguration = .init()) {
         self.configuration = configuration
@@ -168,6 +182,7 @@ public struct ReliableSender: Sendable {
         let windowEnd = acknowledgedUpTo &+ UInt64(inFlightLimit)
         if windowEnd < sendNext { return true }
         if let floor = deadlineFloor, floor <= now { return true }
+        if let p = probeAt, p <= now { return true }
         let i = index(of: sendNext)
         return i < fragments.count && fragments[i].seq < windowEnd
     }
@@ -178,12 +193,14 @@ public struct ReliableSender: Sendable {
         if windowEnd < sendNext {
             // The peer shrank its window below what already left: the rare case, walked in full.
             retransmitDue(now: now, below: windowEnd, into: &out)
+            probeIfDue(now: now, sentNew: false, into: &out)
             return out
         }
         if let floor = deadlineFloor, floor <= now {
             retransmitDue(now: now, below: sendNext, into: &out)
         }
         var i = index(of: sendNext)
+        var sentNew = false
         while i < fragments.count, fragments[i].seq < windowEnd {
             sendNext = fragments[i].seq + 1
             if fragments[i].sacked { i += 1; continue }   // acknowledged before it left (a peer's guess)
@@ -193,9 +210,53 @@ public struct ReliableSender: Sendable {
             fragments[i].deadline = deadline
             lower(to: deadline)
             out.append(frame(fragments[i]))
+            sentNew = true
             i += 1
         }
+        probeIfDue(now: now, sentNew: sentNew, into: &out)
         return out
+    }
+
+    /// New data re-arms the probe (it is the probe, when it can go); a due probe with nothing new
+    /// to send resends the highest fragment in flight, whose acknowledgement then lets RACK mark
+    /// everything sent before it that is still missing.
+    @inline(__always)
+    private mutating func probeIfDue(now: Instant, sentNew: Bool, into out: inout [DataFrame]) {
+        if sentNew {
+            armProbe(now: now)
+            return
+        }
+        guard let p = probeAt, p <= now else { return }
+        probeAt = nil
+        probeOutstanding = true
+        var i = min(index(of: sendNext), fragments.count) - 1
+        while i >= head {
+            if !fragments[i].sacked, fragments[i].firstSent != nil {
+                // Just resent by its RTO in this poll: that was the probe.
+                if fragments[i].lastSent == now { return }
+                fragments[i].retransmitted = true
+                fragments[i].lastSent = now
+                retransmissions += 1
+                tailLossProbes += 1
+                out.append(frame(fragments[i]))
+                return
+            }
+            i -= 1
+        }
+    }
+
+    /// Arms the probe one probe timeout from `now` (QUIC's PTO, RFC 9002 §6.2.1: the smoothed
+    /// RTT, four deviations, the peer's ack delay) while something is in flight; not before a
+    /// first RTT sample, nor when the RTO would come first anyway.
+    @inline(__always)
+    private mutating func armProbe(now: Instant) {
+        guard configuration.tailLossProbe, !probeOutstanding, sendNext > acknowledgedUpTo,
+              let srtt = estimator.smoothedRTT else {
+            probeAt = nil
+            return
+        }
+        let timeout = srtt + max(estimator.rttVariance * 4, .milliseconds(1)) + configuration.peerAcknowledgementDelay
+        probeAt = timeout < estimator.rto ? now + timeout : nil
     }
 
     /// Resends every fragment below `end` (in sequence) whose deadline passed, and makes
@@ -268,7 +329,7 @@ public struct ReliableSender: Sendable {
         @inline(__always) get {
             let windowEnd = acknowledgedUpTo &+ UInt64(inFlightLimit)
             if windowEnd < sendNext {
-                var earliest: Instant?
+                var earliest = probeAt
                 var i = head
                 while i < fragments.count, fragments[i].seq < windowEnd {
                     if !fragments[i].sacked, let d = fragments[i].deadline { earliest = earliest.map { min($0, d) } ?? d }
@@ -277,7 +338,8 @@ public struct ReliableSender: Sendable {
                 return earliest
             }
             if sendNext < nextSeq, sendNext < windowEnd { return .zero }
-            return deadlineFloor
+            guard let p = probeAt else { return deadlineFloor }
+            return deadlineFloor.map { min($0, p) } ?? p
         }
     }
 
@@ -292,6 +354,7 @@ public struct ReliableSender: Sendable {
         }
         // Cumulative part. An ack beyond what was ever sent is ignored (a buggy or hostile peer).
         let cumulative = min(ack.cumulative, nextSeq)
+        var progressed = cumulative > acknowledgedUpTo
         while head < fragments.count, fragments[head].seq < cumulative {
             let f = fragments[head]
             if !f.retransmitted, let t = f.firstSent { sample = now - t }
@@ -313,6 +376,7 @@ public struct ReliableSender: Sendable {
                 let i = head + Int(s - acknowledgedUpTo)
                 if i < fragments.count, !fragments[i].sacked {
                     fragments[i].sacked = true
+                    progressed = true
                     covered(fragments[i])
                     if !fragments[i].retransmitted, let t = fragments[i].firstSent { sample = now - t }
                 }
@@ -348,6 +412,10 @@ public struct ReliableSender: Sendable {
                 }
                 i += 1
             }
+        }
+        if progressed {
+            probeOutstanding = false
+            armProbe(now: now)
         }
         compact()
         if isStalled, bufferedBytes < configuration.sendBufferLimit / 2 {
@@ -434,129 +502,5 @@ public struct ReliableSender: Sendable {
             fragments.removeFirst(head)
             head = 0
         }
-    }
-}
-
-/// The receiving half: exactly-once, in-order delivery and reassembly.
-///
-/// Out-of-order fragments are held only inside the advertised window; anything
-/// beyond it is dropped and counted. Each fragment is at most `fragmentSize` bytes
-/// (a larger one is a protocol violation), so what is held out of order stays below
-/// `receiveWindow × fragmentSize` bytes (≈ 360 KiB by default); the caller may allow
-/// less (`allowance`: the session's total across links). A message under reassembly
-/// is bounded by the maximum message size; a peer that breaks the fragment rules
-/// gets a protocol violation, never a trap.
-public struct ReliableReceiver: Sendable {
-    public let configuration: ReliableConfiguration
-    /// The next fragment needed; everything below was delivered.
-    public private(set) var next: UInt64 = 0
-    private var buffer: [UInt64: (index: UInt16, count: UInt16, payload: [UInt8], streamLayer: Bool)] = [:]
-    private var assembly: [UInt8] = []
-    private var assemblyStreamLayer = false
-    /// Complete stream-layer messages, in order, for the session's streams (`takeStreamLayerMessages`).
-    public private(set) var streamLayerMessages: [[UInt8]] = []
-    private var assemblyCount: UInt16 = 0
-    private var assemblyNext: UInt16 = 0
-    public private(set) var duplicates = 0
-    public private(set) var outOfWindowDrops = 0
-    /// Payload bytes held out of order (waiting for a gap below them).
-    public private(set) var bufferedBytes = 0
-    /// Whether fragments beyond a gap are held (an ack then carries SACK blocks: sent at once).
-    public var hasOutOfOrder: Bool { !buffer.isEmpty }
-    /// Out-of-order fragments refused because `allowance` was spent (not acknowledged: resent later).
-    public private(set) var bufferFullDrops = 0
-
-    public init(configuration: ReliableConfiguration = .init()) { self.configuration = configuration }
-
-    public enum Outcome: Equatable, Sendable {
-        /// Zero or more complete messages, in order.
-        case delivered([[UInt8]])
-        case duplicate
-        case outOfWindow
-        /// Out of order, and holding it would pass the byte allowance: dropped, not acknowledged.
-        case bufferFull
-        case violation(String)
-    }
-
-    /// One fragment. `allowance`: the most out-of-order bytes this receiver may hold now
-    /// (the session passes what its total budget has left); an in-order fragment is always taken.
-    /// `streamLayer`: the fragment is the stream layer's (data kind 2); its complete messages go
-    /// to `streamLayerMessages`, not `.delivered`.
-    public mutating func receive(seq: UInt64, index: UInt16, count: UInt16, payload: [UInt8],
-                                 allowance: Int = .max, streamLayer: Bool = false) -> Outcome {
-        if seq < next || buffer[seq] != nil {
-            duplicates += 1
-            return .duplicate
-        }
-        guard seq - next < UInt64(configuration.receiveWindow) else {
-            outOfWindowDrops += 1
-            return .outOfWindow
-        }
-        guard payload.count <= max(1, configuration.fragmentSize) else {
-            return .violation("fragment of \(payload.count) bytes exceeds the fragment size of \(configuration.fragmentSize)")
-        }
-        if seq != next, bufferedBytes + payload.count > allowance {
-            bufferFullDrops += 1
-            return .bufferFull
-        }
-        buffer[seq] = (index, count, payload, streamLayer)
-        bufferedBytes += payload.count
-        var messages: [[UInt8]] = []
-        while let f = buffer.removeValue(forKey: next) {
-            bufferedBytes -= f.payload.count
-            next += 1
-            if f.index == 0 {
-                guard assemblyCount == 0 else { return reset("new message inside another") }
-                assemblyCount = f.count
-                assemblyStreamLayer = f.streamLayer
-            } else {
-                guard f.count == assemblyCount, f.index == assemblyNext else {
-                    return reset("fragment \(f.index) of \(f.count) out of sequence")
-                }
-                guard f.streamLayer == assemblyStreamLayer else { return reset("fragment \(f.index) changes layer") }
-            }
-            assemblyNext = f.index &+ 1
-            guard assembly.count + f.payload.count <= configuration.maximumMessageSize else {
-                return reset("message exceeds \(configuration.maximumMessageSize) bytes")
-            }
-            assembly += f.payload
-            if f.index + 1 == f.count {
-                if assemblyStreamLayer { streamLayerMessages.append(assembly) } else { messages.append(assembly) }
-                assembly = []
-                assemblyCount = 0
-                assemblyNext = 0
-            }
-        }
-        return .delivered(messages)
-    }
-
-    /// The stream layer's complete messages since the last call, in order.
-    public mutating func takeStreamLayerMessages() -> [[UInt8]] {
-        defer { streamLayerMessages.removeAll() }
-        return streamLayerMessages
-    }
-
-    private mutating func reset(_ why: String) -> Outcome {
-        assembly = []
-        assemblyCount = 0
-        assemblyNext = 0
-        return .violation(why)
-    }
-
-    /// The acknowledgement to send now: cumulative position, window, up to 8 SACK blocks.
-    public var acknowledgement: AckFrame {
-        var blocks: [Range<UInt64>] = []
-        if !buffer.isEmpty {
-            for s in buffer.keys.sorted() {
-                if let last = blocks.last, last.upperBound == s {
-                    blocks[blocks.count - 1] = last.lowerBound..<(s + 1)
-                } else {
-                    if blocks.count == AckFrame.maxBlocks { break }
-                    blocks.append(s..<(s + 1))
-                }
-            }
-        }
-        let free = max(0, configuration.receiveWindow - buffer.count)
-        return AckFrame(cumulative: next, window: UInt16(clamping: free), blocks: blocks)
     }
 }

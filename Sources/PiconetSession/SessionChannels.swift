@@ -44,11 +44,12 @@ extension SessionMachine {
         guard l.phase == .established, !l.liveness.lost else { return }
         if l.channels.streams != nil { pullStreamFrames(&l) }
         guard l.channels.sender.mayPoll(now: now) else { return }
-        let before = l.channels.sender.retransmissions
+        let before = l.channels.sender.retransmissions, probesBefore = l.channels.sender.tailLossProbes
         for frame in l.channels.sender.poll(now: now) {
             seal(frame, type: .data, link: &l, now: now)
         }
         statistics.retransmissions += l.channels.sender.retransmissions - before
+        statistics.tailLossProbes += l.channels.sender.tailLossProbes - probesBefore
     }
 
     /// What became of a taken-out link once its sealed frame was opened and handled.

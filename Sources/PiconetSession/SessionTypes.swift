@@ -237,6 +237,8 @@ public struct SessionStatistics: Sendable, Equatable {
     public var handshakeRestarts = 0
     public var protocolViolations = 0
     public var retransmissions = 0
+    /// Of the retransmissions, tail-loss probes (`ReliableConfiguration.tailLossProbe`).
+    public var tailLossProbes = 0
     /// Ack frames sent (with `acknowledgeEvery` > 1, fewer than the reliable fragments received).
     public var acknowledgementsSent = 0
     public var rekeys = 0

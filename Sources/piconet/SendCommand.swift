@@ -130,7 +130,7 @@ struct SendCommand: ParsableCommand {
             if mode == .unreliable || session.unacknowledgedFragments(to: p) == 0 {
                 let st = session.statistics
                 if !common.quiet { emitLine("sent \(sent), \(mode == .reliable ? "acknowledged \(sent)" : "unreliable")"
-                         + " (frames \(st.framesSent) out, \(st.framesReceived) in, \(st.retransmissions) retransmitted, \(session.transportRefusals) refused by the socket)") }
+                         + " (frames \(st.framesSent) out, \(st.framesReceived) in, \(st.retransmissions) retransmitted (\(st.tailLossProbes) probes), \(session.transportRefusals) refused by the socket)") }
                 result = 0
                 loop.stop()
             }

@@ -6,12 +6,14 @@ import Testing
 /// `ReliableSender.poll` walks the in-flight fragments only when one may be due and starts new
 /// ones where the last send stopped; these pin the cases where that bookkeeping could go wrong:
 /// a peer acknowledging what never left, a window that shrinks below what left and grows again,
-/// and a deadline floor left low by acks.
+/// and a deadline floor left low by acks. The tail-loss probe is off where a test pins the RTO's
+/// own deadlines (`TailLossProbeTests` has the probe's).
 @Suite struct ReliableSenderPollTests {
-    func sender(window: Int = 4) -> ReliableSender {
+    func sender(window: Int = 4, probe: Bool = false) -> ReliableSender {
         var c = ReliableConfiguration()
         c.fragmentSize = 10
         c.sendWindow = window
+        c.tailLossProbe = probe
         return ReliableSender(configuration: c)
     }
 
@@ -39,9 +41,9 @@ import Testing
 
     /// `mayPoll` is the cheap question a link asks before `poll`: whenever it says no, `poll`
     /// has nothing (seeded walk of enqueues, acks, SACKs, shrinking and growing windows, time).
-    @Test func mayPollIsFalseOnlyWhenPollHasNothing() throws {
+    @Test(arguments: [false, true]) func mayPollIsFalseOnlyWhenPollHasNothing(probe: Bool) throws {
         var rng = SeededRandom(seed: 13)
-        var s = sender(window: 4)
+        var s = sender(window: 4, probe: probe)
         var now = Instant.zero
         var sent: UInt64 = 0
         var falseSeen = 0, trueSeen = 0
@@ -57,8 +59,11 @@ import Testing
             }
             let may = s.mayPoll(now: now)
             if may { trueSeen += 1 } else { falseSeen += 1 }
+            let deadline = s.nextDeadline
             let frames = s.poll(now: now)
             if !may { #expect(frames.isEmpty, "mayPoll said no, poll sent \(seqs(frames))") }
+            // Early, never late: a poll that acts was announced by a deadline at or before it.
+            if deadline.map({ $0 > now }) ?? true { #expect(frames.isEmpty, "deadline \(String(describing: deadline)) after \(now), poll sent \(seqs(frames))") }
         }
         #expect(falseSeen > 100 && trueSeen > 100, "both answers exercised: \(falseSeen) no, \(trueSeen) yes")
     }
