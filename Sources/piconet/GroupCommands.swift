@@ -179,6 +179,11 @@ final class GroupTerminal {
             self.finishIfDone()
         }
         driver.start()
+        // Stdin that cannot be watched (/dev/null, a regular file) has nothing to type.
+        if input == nil {
+            inputEnded = true
+            finishIfDone()
+        }
     }
 
     func typed(_ text: String) {
