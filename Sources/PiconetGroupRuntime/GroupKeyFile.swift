@@ -1,4 +1,6 @@
 import PiconetPosix
+import PiconetSession
+import PiconetWire
 
 /// A group key file: 64 hex digits (32 random bytes) and a newline, mode 0600. Whoever holds
 /// it may join the group; a file that group or others can read is refused, like an identity key.
@@ -32,15 +34,12 @@ public enum GroupKeyFile {
         guard digits.count == keyLength * 2 else {
             throw .malformed(path: path, why: "\(digits.count) characters where 64 hex digits belong")
         }
-        var key: [UInt8] = []
-        key.reserveCapacity(keyLength)
-        for i in stride(from: 0, to: digits.count, by: 2) {
-            guard let hi = nibble(digits[i]), let lo = nibble(digits[i + 1]) else {
-                throw .malformed(path: path, why: "a character that is not a hex digit at \(i)")
-            }
-            key.append(hi << 4 | lo)
+        // Two halves of 32 digits, through the one hex parser the session has (a peer ID's).
+        let text = String(decoding: digits, as: UTF8.self)
+        guard let high = PeerID(hex: String(text.prefix(32))), let low = PeerID(hex: String(text.suffix(32))) else {
+            throw .malformed(path: path, why: "a character that is not a hex digit")
         }
-        return key
+        return high.bytes + low.bytes
     }
 
     /// Writes a new random key to `path` (0600, atomically); an existing file is kept.
@@ -56,25 +55,13 @@ public enum GroupKeyFile {
         if exists { throw .malformed(path: path, why: "exists already (remove it first to make a new key)") }
         var random: SecureRandom
         do { random = try SecureRandom() } catch { throw .file(.io(path: path, error)) }
-        var text: [UInt8] = []
-        let hex = Array("0123456789abcdef".utf8)
+        var key: [UInt8] = []
         for _ in 0..<(keyLength / 8) {
             let w = random.next()
-            for k in 0..<8 {
-                let b = UInt8(truncatingIfNeeded: w >> UInt64(8 * k))
-                text.append(hex[Int(b >> 4)]); text.append(hex[Int(b & 15)])
-            }
+            for k in 0..<8 { key.append(UInt8(truncatingIfNeeded: w >> UInt64(8 * k))) }
         }
+        var text = Array(hexDigits(key).utf8)
         text.append(UInt8(ascii: "\n"))
         do { try SecretFile.write(path, text) } catch { throw .file(error) }
-    }
-
-    private static func nibble(_ c: UInt8) -> UInt8? {
-        switch c {
-        case UInt8(ascii: "0")...UInt8(ascii: "9"): return c - UInt8(ascii: "0")
-        case UInt8(ascii: "a")...UInt8(ascii: "f"): return c - UInt8(ascii: "a") + 10
-        case UInt8(ascii: "A")...UInt8(ascii: "F"): return c - UInt8(ascii: "A") + 10
-        default: return nil
-        }
     }
 }
