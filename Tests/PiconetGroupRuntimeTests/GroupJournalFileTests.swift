@@ -140,7 +140,9 @@ private func runGroup(journal: GroupJournalFile, commands: Int) throws -> GroupN
         h.close()
         #expect(throws: GroupJournalFile.Failure.self) { _ = try GroupJournalFile(path: path, group: name, member: b) }
         #expect(throws: GroupJournalFile.Failure.self) { _ = try GroupJournalFile(path: path, group: Array("other".utf8), member: a) }
-        try h.write(Array("not a journal".utf8), at: 0)
+        let k = try PositionedFile(path: path)
+        try k.write(Array("not a journal".utf8), at: 0)
+        k.close()
         #expect(throws: GroupJournalFile.Failure.self) { _ = try GroupJournalFile(path: path, group: name, member: a) }
     }
 
