@@ -7,6 +7,7 @@
 //                 PiconetCLI (ArgumentParser runner: one usage-error convention)
 //                        |
 //   runtime:      PiconetRuntime (wiring, SessionHost, config; picks the OS adapters)
+//                 PiconetGroupRuntime (GroupNode over PeerSession, key proof, journal; CLI only)
 //                   |                                        |
 //   features:     PiconetHub  PiconetSensors  PiconetFleet (pure; Fleet: MQTT payloads, hub only)
 //                 PiconetGroup (pure: the Raft-replicated group log; Wire + Loop only)
@@ -150,6 +151,12 @@ let package = Package(
                                "PiconetSensors", "PiconetUpdate"],
                 swiftSettings: swift6),
 
+        // Group sessions on Piconet sessions (runtime level, CLI only): the driver of a GroupNode
+        // over a PeerSession, the group-key proof, the journal and key files.
+        .target(name: "PiconetGroupRuntime",
+                dependencies: ["PiconetGroup", "PiconetSession", "PiconetPosix", "PiconetLoop", "PiconetWire"],
+                swiftSettings: swift6),
+
         // Hub's HTTP face (runtime level: Hummingbird + Prometheus; only the hub links it).
         .target(name: "PiconetHubServer",
                 dependencies: ["PiconetWire", .product(name: "Hummingbird", package: "hummingbird"),
@@ -164,7 +171,7 @@ let package = Package(
 
         // Executables.
         .executableTarget(name: "piconet",
-                          dependencies: ["PiconetRuntime", "PiconetCLI", "PiconetPush",
+                          dependencies: ["PiconetRuntime", "PiconetCLI", "PiconetPush", "PiconetGroup", "PiconetGroupRuntime",
                                          .product(name: "ArgumentParser", package: "swift-argument-parser")],
                           swiftSettings: swift6, linkerSettings: smallBinary),
         // No ArgumentParser in the node: PiconetRuntime's CommandLineSpec keeps ~1.5 MB
@@ -187,6 +194,9 @@ let package = Package(
         .testTarget(name: "PiconetSessionTests", dependencies: ["PiconetSession", "PiconetTestSupport"], swiftSettings: swift6),
         .testTarget(name: "PiconetUpdateTests", dependencies: ["PiconetUpdate", "PiconetSession", "PiconetTestSupport"], swiftSettings: swift6),
         .testTarget(name: "PiconetGroupTests", dependencies: ["PiconetGroup", "PiconetTestSupport"], swiftSettings: swift6),
+        .testTarget(name: "PiconetGroupRuntimeTests",
+                    dependencies: ["PiconetGroupRuntime", "PiconetGroup", "PiconetSession", "PiconetPosix", "PiconetLoop",
+                                   "PiconetTestSupport"], swiftSettings: swift6),
         .testTarget(name: "PiconetPushTests", dependencies: ["PiconetPush", "PiconetTestSupport"], swiftSettings: swift6),
         .testTarget(name: "PiconetSensorsTests", dependencies: ["PiconetSensors", "PiconetTestSupport"], swiftSettings: swift6),
         .testTarget(name: "PiconetHubTests", dependencies: ["PiconetHub", "PiconetSensors", "PiconetDiscovery", "PiconetSession", "PiconetTestSupport"],

@@ -341,3 +341,21 @@ final class SecretBytes: @unchecked Sendable {
     /// A copy as an array, for callers that must hand the key on (persisting an identity).
     var bytes: [UInt8] { Array(UnsafeBufferPointer(start: base, count: count)) }
 }
+
+/// HMAC-SHA-256 for layers above the session (a group's key proof), through the same libsodium
+/// calls the handshake uses.
+public enum MessageAuthentication {
+    public static let length = Sodium.hashLength
+
+    /// HMAC-SHA-256 of `data` under `key` (any length).
+    public static func hmacSHA256(key: [UInt8], data: [UInt8]) -> [UInt8] { Sodium.hmacSHA256(key: key, data: data) }
+
+    /// Equal bytes, in time that depends only on the lengths (a MAC check must not tell an
+    /// attacker how many leading bytes it got right).
+    public static func equal(_ a: [UInt8], _ b: [UInt8]) -> Bool {
+        guard a.count == b.count else { return false }
+        var d: UInt8 = 0
+        for i in 0..<a.count { d |= a[i] ^ b[i] }
+        return d == 0
+    }
+}

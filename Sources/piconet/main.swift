@@ -26,6 +26,7 @@ struct PiconetCommand: ParsableCommand {
         list += boardCommands       // boards, led                (BoardCommands.swift)
         list += sensorCommands      // sensors scan               (SensorCommands.swift)
         list.append(PushCommand.self) // push listen              (PushCommands.swift)
+        list.append(GroupCommand.self) // group join, new-key     (GroupCommands.swift)
         return list
     }
 }
