@@ -119,16 +119,24 @@ import Testing
         #expect(WireChecks.roundTrip(NetlinkMessage(type: 3, flags: [.multi, .dump], sequence: 5, portID: 77, payload: [1, 2, 3])).isEmpty)
     }
 
+    /// A payload cut between two attributes is a shorter valid list (optional attributes left
+    /// out), so truncation is checked where the kernel's length lives: on whole messages.
     @Test func everyTruncatedPrefixThrows() {
-        for (name, bytes) in [("family", Self.family), ("interface", Self.interface), ("connect", Self.connect)] {
-            let f = WireChecks.truncatedPrefixesThrow(bytes) { b in
+        for (name, payload) in [("family", Self.family), ("interface", Self.interface), ("connect", Self.connect)] {
+            let message = NetlinkMessage(type: 0x1c, flags: [], sequence: 1, payload: payload).encoded()
+            let f = WireChecks.truncatedPrefixesThrow(message) { b in
+                let m = try NetlinkMessage(decoding: b)
                 switch name {
-                case "family": _ = try GenericNetlinkFamily(decoding: b)
-                case "interface": _ = try WirelessInterface(decoding: b)
-                default: _ = try WirelessEvent(decoding: b)
+                case "family": _ = try GenericNetlinkFamily(decoding: m.payload)
+                case "interface": _ = try WirelessInterface(decoding: m.payload)
+                default: _ = try WirelessEvent(decoding: m.payload)
                 }
             }
             #expect(f.isEmpty, "\(name): \(f)")
+        }
+        // Cut inside an attribute, a payload throws on its own too.
+        for n in [5, 9, 13, 22, 30, 38] {
+            #expect(throws: WireError.self, "interface cut at \(n)") { try WirelessInterface(decoding: Array(Self.interface.prefix(n))) }
         }
         let f = WireChecks.truncatedPrefixesThrow(Self.noSuchFamily) { b in
             guard try NetlinkMessage(decoding: b).errorReply() != nil else { throw WireError.trailingBytes(0) }
