@@ -11,11 +11,9 @@ import PiconetLoop
 
 /// Calls `onChange` once after each burst of interface or address changes in this network namespace.
 ///
-/// Bounded: one fixed receive buffer allocated at start, at most `maximumDatagramsPerWakeUp`
-/// datagrams read per loop wake-up (level-triggered epoll brings us back for the rest), no
-/// per-message allocation. When the kernel's queue overflowed (ENOBUFS) notifications were
-/// lost, so that counts as a change too (`stats.overflows`). Runs on the loop's thread only.
-/// The socket sees the namespace of the thread that created it.
+/// Bounded as `NetlinkSocket` is. When the kernel's queue overflowed (ENOBUFS) notifications
+/// were lost, so that counts as a change too (`stats.overflows`). Runs on the loop's thread
+/// only. The socket sees the namespace of the thread that created it.
 public final class NetworkChangeWatcher {
     /// What callbacks held by the loop or a socket capture instead of `self` (Embedded Swift has no `weak`).
     private lazy var weakSelf = OwnerHandle(self)
@@ -53,17 +51,14 @@ public final class NetworkChangeWatcher {
     public static let defaultCoalescing: Duration = .milliseconds(150)
 
     /// Datagrams read per wake-up before yielding to the loop's other work.
-    public let maximumDatagramsPerWakeUp = 64
+    public let maximumDatagramsPerWakeUp = NetlinkSocket.maximumDatagramsPerWakeUp
 
     public private(set) var stats = Stats()
     private let loop: EpollLoop
     private let coalescing: Duration
     private let onChange: () -> Void
-    private var socket: OwnedDescriptor?
-    private var registration: Registration?
+    private let socket: NetlinkSocket
     private var pending: TimerID?
-    /// Allocated once; 32 KiB holds any notification datagram (the kernel sends ≤ a page or 8 KiB).
-    private let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: 32 * 1024, alignment: 8)
 
     /// Opens the netlink socket and starts watching. `coalescing` is how long after the first
     /// message of a burst `onChange` runs (messages within it are folded into that call).
@@ -72,26 +67,13 @@ public final class NetworkChangeWatcher {
         self.loop = loop
         self.coalescing = coalescing
         self.onChange = onChange
-        let fd: CInt
-        do { fd = try Sys.routeNetlinkSocket(groups: groups.rawValue) } catch {
-            buffer.deallocate()
-            throw error
-        }
-        let owned = OwnedDescriptor(taking: fd)
-        socket = owned
-        do {
-            registration = try loop.register(owned.descriptor, interest: .read) { [weakSelf] _ in weakSelf.owner?.drain() }
-        } catch {
-            _ = owned.close()
-            socket = nil
-            throw error
-        }
+        socket = try NetlinkSocket(loop: loop, protocol: NETLINK_ROUTE, groups: groups.rawValue)
+        socket.onInput = { [weakSelf] input in weakSelf.owner?.received(input) }
     }
 
     deinit {
         weakSelf.sever()
         close()
-        buffer.deallocate()
     }
 
     /// Whether a change is waiting for the coalescing timer.
@@ -101,48 +83,37 @@ public final class NetworkChangeWatcher {
     public func close() {
         if let pending { loop.cancel(pending) }
         pending = nil
-        if let registration { loop.deregister(registration) }
-        registration = nil
-        _ = socket?.close()
-        socket = nil
+        socket.close()
     }
 
-    private func drain() {
-        guard let fd = socket?.descriptor.rawValue else { return }
-        var changed = false
-        for _ in 0..<maximumDatagramsPerWakeUp {
-            let n: Int
-            do {
-                guard case let .processed(got) = try Sys.receiveDatagram(fd, buffer) else { break }
-                n = got
-            } catch where error.errno == ENOBUFS {
-                // The socket's queue overflowed: some notifications are gone, assume the worst.
-                stats.overflows += 1
-                changed = true
-                continue
-            } catch {
-                stats.receiveErrors += 1
-                break
-            }
-            if n > buffer.count {
-                stats.truncated += 1
-                changed = true
-                continue
-            }
-            let s = NetlinkMessages.summarize(UnsafeRawBufferPointer(rebasing: buffer[0..<n]))
+    private func received(_ input: NetlinkSocket.Input) {
+        switch input {
+        case let .datagram(bytes):
+            let s = NetlinkMessages.summarize(bytes)
             stats.messages += s.messages
             stats.linkMessages += s.links
             stats.addressMessages += s.addresses
             if s.malformed { stats.malformed += 1 }
-            if s.links + s.addresses > 0 || s.malformed { changed = true }
+            if s.links + s.addresses > 0 || s.malformed { changeSeen() }
+        case .truncated:
+            stats.truncated += 1
+            changeSeen()
+        case .overflow:
+            // The socket's queue overflowed: some notifications are gone, assume the worst.
+            stats.overflows += 1
+            changeSeen()
+        case .receiveError:
+            stats.receiveErrors += 1
         }
-        if changed && pending == nil {
-            pending = loop.schedule(after: coalescing) { [weakSelf] in
-                guard let self = weakSelf.owner else { return }
-                self.pending = nil
-                self.stats.changes += 1
-                self.onChange()
-            }
+    }
+
+    private func changeSeen() {
+        guard pending == nil else { return }
+        pending = loop.schedule(after: coalescing) { [weakSelf] in
+            guard let self = weakSelf.owner else { return }
+            self.pending = nil
+            self.stats.changes += 1
+            self.onChange()
         }
     }
 }

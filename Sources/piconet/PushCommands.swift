@@ -27,6 +27,10 @@ struct PushListenCommand: ParsableCommand {
             before a push is printed, so nothing is printed twice; a crash between the two leaves
             that push in the file's "recent" list, unprinted.
             Urgent pushes ring until acknowledged: press Enter (or give --ack-urgent).
+            With --ssid, --ethernet or --subnet the subscription runs only while one of them matches
+            (read from the kernel as it changes: nl80211 for the SSID, route netlink for links and
+            addresses): each change prints a "network" line, and leaving closes the session.
+              piconet push listen --address 10.0.0.1:7300 --hub-key HUB_PEER_ID --ssid Lab --ssid Lab-5G --ethernet
             Exit status: 0 done (--exit-after), 64 bad option, 74 cursor file unusable, 77 the hub refused this key.
             """)
 
@@ -44,6 +48,12 @@ struct PushListenCommand: ParsableCommand {
     var exitAfter: Int?
     @Option(help: "Display name.")
     var name: String?
+    @Option(name: .customLong("ssid"), help: "Run only while a Wi-Fi station is associated with this SSID (repeatable).")
+    var ssids: [String] = []
+    @Flag(help: "Run only while a wired interface has carrier and an IPv4 address.")
+    var ethernet = false
+    @Option(name: .customLong("subnet"), help: "Run only while an interface has an IPv4 address in A.B.C.D/N (repeatable).")
+    var subnets: [String] = []
     @OptionGroup var common: SessionCommonOptions
 
     func run() throws {
@@ -55,6 +65,19 @@ struct PushListenCommand: ParsableCommand {
             guard let k = PeerID(hex: hubKey) else { throw usageFailure(me, "--hub-key takes a peer ID of 32 hex digits, not '\(hubKey)'") }
             expected = k
         }
+        var rules: [NetworkMatch.Rule] = []
+        for ssid in ssids {
+            guard !ssid.utf8.isEmpty, ssid.utf8.count <= NL80211.maximumSSIDLength else {
+                throw usageFailure(me, "--ssid '\(TerminalText.escaped(ssid))' is \(ssid.utf8.count) bytes (an SSID has 1 to 32)")
+            }
+            rules.append(.ssid(Array(ssid.utf8)))
+        }
+        if ethernet { rules.append(.ethernet) }
+        for text in subnets {
+            guard let n = PushNetworkGate.subnet(text) else { throw usageFailure(me, "--subnet takes A.B.C.D/N, not '\(TerminalText.escaped(text))' (for example --subnet 192.168.1.0/24)") }
+            rules.append(.subnet(n))
+        }
+        let match = NetworkMatch(rules: rules)
         if let exitAfter, exitAfter < 1 { throw usageFailure(me, "'\(exitAfter)' is not valid for '--exit-after': expected a whole number, 1 or more") }
         // In steps: as one expression, Debian's Swift 6.2 (the aarch64 build) gave up type-checking it.
         let addressLabel = String(address.map { (c: Character) -> Character in c == ":" ? "_" : c })
@@ -78,14 +101,26 @@ struct PushListenCommand: ParsableCommand {
         let (loop, host) = try openHost(me, spec)
         defer { host.close() }
         let client = PushListener(loop: loop, session: host.session, hub: hub, expected: expected, file: file, record: record,
-                                  json: json, quiet: common.quiet, ackUrgent: ackUrgent, limit: exitAfter)
+                                  json: json, quiet: common.quiet, ackUrgent: ackUrgent, limit: exitAfter, active: match.isEmpty)
         if !common.quiet {
             errorLine("piconet push listen: \(host.identity.peerID) subscribing to \(address) from \(file) "
                       + "(normal \(record.cursor.normal), urgent \(record.cursor.urgent))")
         }
+        let gate = PushNetworkGate(loop: loop, match: match)
+        defer { gate.close() }
         do {
             try loop.onSignal([.interrupt, .terminate]) { _ in loop.stop() }
             client.start()
+            if !match.isEmpty {
+                gate.onWirelessUnavailable = { [quiet = common.quiet] why in
+                    if !quiet, !ssids.isEmpty { errorLine("piconet push listen: \(why): --ssid never matches here") }
+                }
+                gate.onMatch = { [json] m in
+                    Self.showNetwork(m, match: gate.match, json: json)
+                    if m == nil { client.pause() } else { client.resume() }
+                }
+                try gate.start()
+            }
             try loop.run()
         } catch {
             throw cliFailure(me, "\(error)", code: ExitStatus.failure)
@@ -95,6 +130,24 @@ struct PushListenCommand: ParsableCommand {
         client.timer.cancel()
         if !common.quiet { errorLine("piconet push listen: \(client.shown) pushes shown; \(client.receiver.stats.duplicates) duplicates dropped") }
         if client.exitCode != 0 { throw ExitCode(client.exitCode) }
+    }
+
+    /// The "network" line: which rule matched on which interface, or that none does any more.
+    static func showNetwork(_ m: NetworkMatch.Matched?, match: NetworkMatch, json: Bool) {
+        if json {
+            var o = JSONObject()
+            o["event"] = .string("network")
+            o["matched"] = .bool(m != nil)
+            if let m {
+                o["rule"] = .string(m.rule.description)
+                o["interface"] = .string(m.interface)
+            }
+            emitLine(JSON.object(o).text)
+        } else if let m {
+            emitLine("network: \(TerminalText.escaped(m.description)): subscribing")
+        } else {
+            emitLine("network: none of \(TerminalText.escaped(match.rules.map(\.description).joined(separator: ", "))): waiting")
+        }
     }
 }
 
@@ -117,9 +170,12 @@ final class PushListener {
     var input: LineInput?
     private(set) var shown = 0
     private(set) var exitCode: Int32 = 0
+    /// False while no network rule matches: no invitation, no session.
+    private(set) var active: Bool
 
     init(loop: EpollLoop, session: PeerSession, hub: EndpointAddress, expected: PeerID?, file: String, record: PushClientRecord,
-         json: Bool, quiet: Bool, ackUrgent: Bool, limit: Int?) {
+         json: Bool, quiet: Bool, ackUrgent: Bool, limit: Int?, active: Bool = true) {
+        self.active = active
         self.loop = loop
         self.session = session
         self.hub = hub
@@ -145,12 +201,34 @@ final class PushListener {
             }
             input?.onEnd = { [unowned self] in self.input = nil }
         }
+        if active { invite() }
+    }
+
+    /// A matching network appeared: subscribe.
+    func resume() {
+        guard !active else { return }
+        active = true
         invite()
+    }
+
+    /// The network left: withdraw the invitation, close the session, stop retrying. The cursor
+    /// file already holds everything delivered; the hub keeps the rest queued.
+    func pause() {
+        guard active else { return }
+        active = false
+        retry.map(loop.cancel)
+        retry = nil
+        if let invitation { session.cancelInvitation(invitation) }
+        invitation = nil
+        if let peer { session.disconnect(peer) }
+        peer = nil
+        receiver.disconnected()
+        timer.follow(receiver.nextDeadline)
     }
 
     func invite() {
         retry = nil
-        guard invitation == nil, peer.map({ session.state(of: $0) != .connected }) ?? true else { return }
+        guard active, invitation == nil, peer.map({ session.state(of: $0) != .connected }) ?? true else { return }
         do {
             invitation = try session.invite(hub, expecting: expected, context: Array("piconet push".utf8), timeout: .seconds(5))
         } catch {
@@ -160,7 +238,7 @@ final class PushListener {
 
     /// The hub is away or restarting: ask again in a second.
     func later() {
-        guard retry == nil else { return }
+        guard active, retry == nil else { return }
         retry = loop.schedule(after: .seconds(1)) { [unowned self] in self.invite() }
     }
 
@@ -169,6 +247,8 @@ final class PushListener {
         case let .invitationFinished(id, outcome) where id == invitation:
             invitation = nil
             switch outcome {
+            case let .accepted(p) where !active:
+                session.disconnect(p)
             case let .accepted(p):
                 peer = p
                 if !receiver.connected { run(receiver.connected(at: loop.now)) }
@@ -190,7 +270,7 @@ final class PushListener {
                 // again if the session has not resumed within two seconds.
                 receiver.disconnected()
                 retry.map(loop.cancel)
-                retry = loop.schedule(after: .seconds(2)) { [unowned self] in self.invite() }
+                retry = active ? loop.schedule(after: .seconds(2)) { [unowned self] in self.invite() } : nil
             case .notConnected:
                 receiver.disconnected()
                 peer = nil

@@ -178,11 +178,11 @@ extension Sys {
     /// The corresponding C function is `if_nametoindex`; 0 when there is no such interface.
     static func interfaceIndex(_ name: String) -> Int { Int(if_nametoindex(name)) }
 
-    // MARK: route netlink (interface and address change notifications)
-    /// The corresponding C functions are `socket(AF_NETLINK, SOCK_RAW, NETLINK_ROUTE)` (non-blocking,
-    /// close-on-exec) and `bind` to the multicast `groups` (RTMGRP_* bits), port id chosen by the kernel.
-    static func routeNetlinkSocket(groups: UInt32) throws(IOError) -> CInt {
-        let fd = try socket(domain: AF_NETLINK, type: piconet_sock_raw, protocol: NETLINK_ROUTE)
+    // MARK: netlink (route: interface and address changes; generic: nl80211)
+    /// The corresponding C functions are `socket(AF_NETLINK, SOCK_RAW, protocol)` (non-blocking,
+    /// close-on-exec) and `bind` to the multicast `groups` bit mask, port id chosen by the kernel.
+    static func netlinkSocket(protocol netlinkProtocol: CInt, groups: UInt32) throws(IOError) -> CInt {
+        let fd = try socket(domain: AF_NETLINK, type: piconet_sock_raw, protocol: netlinkProtocol)
         var address = sockaddr_nl()
         address.nl_family = sa_family_t(AF_NETLINK)
         address.nl_groups = groups
@@ -193,6 +193,14 @@ extension Sys {
             throw error
         }
         return fd
+    }
+
+    /// SOL_NETLINK (from <bits/socket.h>, which the C module does not expose).
+    static let solNetlink: CInt = 270
+
+    /// The corresponding C function is `setsockopt(SOL_NETLINK, NETLINK_ADD_MEMBERSHIP, group)`.
+    static func joinNetlinkGroup(_ fd: CInt, _ group: UInt32) throws(IOError) {
+        try setSocketOption(fd, solNetlink, NETLINK_ADD_MEMBERSHIP, CInt(bitPattern: group))
     }
 
     /// The corresponding C function is `recv` with MSG_TRUNC: the result is the datagram's real
