@@ -97,6 +97,17 @@ final class RelayBoard {
             let end = loop.now + limit
             while !done(), loop.now < end { loop.advance(by: .milliseconds(10)) }
         }
+        /// The usual line: a hub (node 1), a relay started toward it (node 2), a wearable (node 3)
+        /// with no direct route to the hub.
+        func line() throws -> (RelayPeer, RelayBoard, RelayPeer) {
+            let hub = try RelayPeer("hub", node: 1, network: network, loop: loop)
+            let relay = try RelayBoard(node: 2, network: network, loop: loop)
+            relay.start(upstream: hub.address, loop: loop)
+            let wearable = try RelayPeer("wearable", node: 3, network: network, loop: loop)
+            cut(wearable.address, hub.address)
+            return (hub, relay, wearable)
+        }
+
         /// No route between two nodes, both ways.
         func cut(_ a: EndpointAddress, _ b: EndpointAddress) { network.setPartitioned(true, between: a, and: b) }
     }
@@ -137,11 +148,7 @@ final class RelayBoard {
     @Test(arguments: [UInt64(1), 2, 3])
     func twoHopsWithFaultsAndAPartitionedHopDeliverExactlyOnceInOrder(seed: UInt64) throws {
         let w = World(seed: seed, plan: Self.faults)
-        let hub = try RelayPeer("hub", node: 1, network: w.network, loop: w.loop)
-        let relay = try RelayBoard(node: 2, network: w.network, loop: w.loop)
-        relay.start(upstream: hub.address, loop: w.loop)
-        let wearable = try RelayPeer("wearable", node: 3, network: w.network, loop: w.loop)
-        w.cut(wearable.address, hub.address)
+        let (hub, relay, wearable) = try w.line()
         let path = try Self.circuit(w, wearable, via: relay.address, to: hub.peerID)
         #expect(try Self.connect(w, wearable, path, expecting: hub.peerID) == .accepted(hub.peerID), "seed \(seed)")
         // The hub sees an ordinary peer, reached through the relay.
@@ -231,11 +238,7 @@ final class RelayBoard {
     /// nothing in flight is lost.
     @Test func aDirectPathIsPreferredWhenItAppears() throws {
         let w = World(seed: 8, plan: FaultPlan(drop: 0.05, delay: .milliseconds(2)))
-        let hub = try RelayPeer("hub", node: 1, network: w.network, loop: w.loop)
-        let relay = try RelayBoard(node: 2, network: w.network, loop: w.loop)
-        relay.start(upstream: hub.address, loop: w.loop)
-        let wearable = try RelayPeer("wearable", node: 3, network: w.network, loop: w.loop)
-        w.cut(wearable.address, hub.address)
+        let (hub, relay, wearable) = try w.line()
         let path = try Self.circuit(w, wearable, via: relay.address, to: hub.peerID)
         #expect(try Self.connect(w, wearable, path, expecting: hub.peerID) == .accepted(hub.peerID))
         let sent = Self.exchange(w, wearable, hub, count: 100) { i in
@@ -274,11 +277,8 @@ final class RelayBoard {
     /// (with no circuits): `connecting` while it is gone, connected once it is back, nothing lost.
     @Test func aRestartedRelayCarriesTheSessionAgainThroughRelayPaths() throws {
         let w = World(seed: 10, plan: FaultPlan(drop: 0.05, delay: .milliseconds(2)))
-        let hub = try RelayPeer("hub", node: 1, network: w.network, loop: w.loop)
-        var relay = try RelayBoard(node: 2, network: w.network, loop: w.loop)
-        relay.start(upstream: hub.address, loop: w.loop)
-        let wearable = try RelayPeer("wearable", node: 3, network: w.network, loop: w.loop)
-        w.cut(wearable.address, hub.address)
+        let (hub, first, wearable) = try w.line()
+        var relay = first
         let paths = RelayPaths(session: wearable.session, endpoint: wearable.endpoint, loop: w.loop, relays: [relay.address])
         let record = wearable.session.onEvent
         wearable.session.onEvent = { e in record?(e); paths.handle(e) }
