@@ -20,6 +20,11 @@ public enum EndpointAddress: Hashable, Sendable, CustomStringConvertible {
     case bluetooth(address: [UInt8], type: BluetoothAddressType, psm: UInt16)
     /// A node of an in-memory network.
     case memory(node: Int, port: UInt16)
+    /// A peer reached through a relay: circuit `circuit` of the relay at `via` (which may itself
+    /// be relayed, one level per hop). A session treats it as any other address; the relay
+    /// endpoint (PiconetSession's `RelayEndpoint`) wraps each datagram in the relay's routing
+    /// header on the way out and unwraps it on the way in.
+    indirect case relayed(via: EndpointAddress, circuit: UInt32)
 
     public static func ipv4(_ a: UInt8, _ b: UInt8, _ c: UInt8, _ d: UInt8, port: UInt16) -> EndpointAddress {
         .ipv4(host: UInt32(a) << 24 | UInt32(b) << 16 | UInt32(c) << 8 | UInt32(d), port: port)
@@ -31,7 +36,20 @@ public enum EndpointAddress: Hashable, Sendable, CustomStringConvertible {
         switch self {
         case let .ipv4(_, p), let .ipv6(_, p, _), let .memory(_, p): return p
         case let .bluetooth(_, _, psm): return psm
+        case let .relayed(via, _): return via.port
         }
+    }
+
+    /// The relay nearest to us on this path (the one datagrams are sent to), nil for a direct path.
+    public var via: EndpointAddress? {
+        guard case let .relayed(v, _) = self else { return nil }
+        return v.via ?? v
+    }
+
+    /// Relays between us and the peer: 0 for a direct path.
+    public var relayHops: Int {
+        guard case let .relayed(v, _) = self else { return 0 }
+        return 1 + v.relayHops
     }
 
     public var description: String {
@@ -48,6 +66,8 @@ public enum EndpointAddress: Hashable, Sendable, CustomStringConvertible {
             return "\(hex.joined(separator: ":"))/\(t)/psm \(psm)"
         case let .memory(n, p):
             return "mem\(n):\(p)"
+        case let .relayed(via, c):
+            return "circuit \(c) via \(via)"
         }
     }
 }

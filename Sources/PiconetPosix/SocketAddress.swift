@@ -63,7 +63,7 @@ struct SocketAddress {
             withUnsafeMutableBytes(of: &sin6.sin6_addr) { p in for i in 0..<16 { p[i] = host[i] } }
             length = socklen_t(MemoryLayout<sockaddr_in6>.size)
             withUnsafeMutableBytes(of: &storage) { $0.storeBytes(of: sin6, as: sockaddr_in6.self) }
-        case .bluetooth, .memory:
+        case .bluetooth, .memory, .relayed:
             return nil
         }
     }

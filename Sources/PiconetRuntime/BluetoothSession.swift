@@ -415,6 +415,8 @@ public final class BluetoothSessionHost {
     deinit { weakSelf.sever() }
     public let bluetooth: L2CAPDatagramEndpoint
     public let udp: UDPEndpoint?
+    /// What the session runs on: relayed paths are ordinary addresses on it (docs/relays.md).
+    public let relay: RelayEndpoint
     public let session: PeerSession
 
     public init(loop: EpollLoop, adapter: BluetoothAdapter, listenPSM: UInt16?, identity: PeerIdentity,
@@ -443,7 +445,8 @@ public final class BluetoothSessionHost {
         var config = configuration
         config.handshakeTimeout = max(config.handshakeTimeout, bluetoothConfiguration.connectTimeout + .seconds(5))
         config.lostTimeout = max(config.lostTimeout, .seconds(10))
-        do { session = try PeerSession(identity: identity, configuration: config, endpoint: endpoint, loop: loop) } catch { throw .udp(error) }
+        relay = RelayEndpoint(endpoint, loop: loop)
+        do { session = try PeerSession(identity: identity, configuration: config, endpoint: relay, loop: loop) } catch { throw .udp(error) }
         bluetooth.onPathDown = { [weakSelf] address in weakSelf.owner?.session.pathFailed(address) }
     }
 

@@ -125,6 +125,9 @@ public final class SessionHost {
     public let udp: UDPEndpoint?
     /// The L2CAP side (`bluetooth`, `any`).
     public let bluetooth: BluetoothSessionHost?
+    /// What the session runs on, over UDP and L2CAP: a peer behind a relay is reached at a
+    /// `.relayed` address, and circuits are opened here (docs/relays.md).
+    public let relay: RelayEndpoint
     public let trust: TrustStoreKeeper?
     public let pairingAgent: PairingAgent?
     /// Called after the session handled each datagram that arrived: acknowledgements arrive as
@@ -184,6 +187,7 @@ public final class SessionHost {
             }
             bluetooth = host
             udp = host.udp
+            relay = host.relay
             session = host.session
         } else {
             let endpoint: UDPEndpoint
@@ -192,7 +196,8 @@ public final class SessionHost {
             }
             bluetooth = nil
             udp = endpoint
-            do { session = try PeerSession(identity: identity, configuration: config, endpoint: endpoint, loop: loop) } catch {
+            relay = RelayEndpoint(endpoint, loop: loop)
+            do { session = try PeerSession(identity: identity, configuration: config, endpoint: relay, loop: loop) } catch {
                 endpoint.close()
                 throw .session(error)
             }

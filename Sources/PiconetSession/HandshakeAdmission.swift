@@ -59,13 +59,16 @@ struct HandshakeAdmission {
     /// Spends one token of the global budget (after `spendSource` allowed the message).
     mutating func spendGlobal() { tokens -= 1 }
 
-    /// The budget key of a source: its host. Ports are free to choose, so one host gets one budget.
+    /// The budget key of a source: its host. Ports are free to choose, so one host gets one budget;
+    /// circuits too (a relay opens them for whoever asks), so every peer behind one relay host
+    /// shares that host's budget, as hosts behind one NAT do.
     static func sourceKey(_ a: EndpointAddress) -> EndpointAddress {
         switch a {
         case let .ipv4(h, _): return .ipv4(host: h, port: 0)
         case let .ipv6(h, _, scope): return .ipv6(host: h, port: 0, scope: scope)
         case let .bluetooth(b, t, _): return .bluetooth(address: b, type: t, psm: 0)
         case let .memory(n, _): return .memory(node: n, port: 0)
+        case let .relayed(via, _): return .relayed(via: sourceKey(via), circuit: 0)
         }
     }
 
@@ -143,14 +146,21 @@ struct HandshakeAdmission {
     /// learns it; the responder keeps nothing per cookie.
     static func cookie(secret: [UInt8], address: EndpointAddress) -> [UInt8] {
         var w = ByteWriter(capacity: 32)
+        write(address, into: &w)
+        let mac = Sodium.hmacSHA256(key: secret, data: w.bytes)
+        return Array(Array(mac).prefix(CookieReply.cookieLength))
+    }
+
+    /// An address as the cookie binds it: every field, each hop of a relayed path (the cookie
+    /// reply travels back through the same circuit, so only a peer behind it learns it).
+    private static func write(_ address: EndpointAddress, into w: inout ByteWriter) {
         switch address {
         case let .ipv4(h, p): w.writeUInt8(4); w.writeUInt32(h); w.writeUInt16(p)
         case let .ipv6(h, p, scope): w.writeUInt8(6); w.writeBytes(h); w.writeUInt16(p); w.writeUInt32(scope)
         case let .bluetooth(a, t, psm): w.writeUInt8(0xB); w.writeBytes(a); w.writeUInt8(t.rawValue); w.writeUInt16(psm)
         case let .memory(n, p): w.writeUInt8(0xE); w.writeUInt64(UInt64(truncatingIfNeeded: n)); w.writeUInt16(p)
+        case let .relayed(via, c): w.writeUInt8(0x5); w.writeUInt32(c); write(via, into: &w)
         }
-        let mac = Sodium.hmacSHA256(key: secret, data: w.bytes)
-        return Array(Array(mac).prefix(CookieReply.cookieLength))
     }
 
     /// What a first message carries to prove its cookie: MAC(cookie, sender index | message),

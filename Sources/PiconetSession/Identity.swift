@@ -21,7 +21,7 @@ public struct PeerID: Hashable, Comparable, Sendable, CustomStringConvertible {
     }
 
     /// The first 16 of `bytes` (which must hold at least 16).
-    private init(first16 bytes: some Collection<UInt8>) {
+    init(first16 bytes: some Collection<UInt8>) {
         var h: UInt64 = 0, l: UInt64 = 0
         for (i, b) in bytes.prefix(PeerID.length).enumerated() {
             if i < 8 { h = h << 8 | UInt64(b) } else { l = l << 8 | UInt64(b) }

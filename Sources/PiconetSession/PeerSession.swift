@@ -103,6 +103,8 @@ public final class PeerSession {
     public func verificationCode(for peer: PeerID) -> String? { machine.verificationCode(for: peer) }
     /// The name `peer` sent inside its handshake (chosen by its key's holder; empty if none).
     public func displayName(of peer: PeerID) -> String? { machine.displayName(of: peer) }
+    /// Where `peer` is reached now (`via` on it: the relay, nil for a direct path).
+    public func address(of peer: PeerID) -> EndpointAddress? { machine.address(of: peer) }
     /// The largest unreliable message to `peer` now (its path's datagram size less overhead).
     public func maximumUnreliablePayload(to peer: PeerID) -> Int? { machine.maximumUnreliablePayload(to: peer) }
     /// The datagram size of the link to `peer` (smaller than the configured one on a small L2CAP MTU).

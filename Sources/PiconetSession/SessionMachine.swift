@@ -265,6 +265,10 @@ public struct SessionMachine {
 
     public func displayName(of peer: PeerID) -> String? { table.link(of: peer)?.remote.name }
 
+    /// Where `peer` is reached now: the address of its link, which follows the peer's last
+    /// authentic frame (a `.relayed` one names the relay in `via`). Nil: not connected.
+    public func address(of peer: PeerID) -> EndpointAddress? { table.link(of: peer)?.address }
+
     /// Whether traffic with `peer` is encrypted (false when one side chose `none`).
     public func isEncrypted(with peer: PeerID) -> Bool? { table.link(of: peer).map { $0.record?.encrypted ?? true } }
 

@@ -69,6 +69,8 @@ public enum FrameType: UInt8, CaseIterable, Sendable, CustomStringConvertible {
     // 0x40–0x5F: push, group, app services.
     case push = 0x40
     case group = 0x50
+    // 0x60–0x7F: relays (the routing header a relay reads; what it carries stays sealed).
+    case relay = 0x60
 
     public var description: String { "0x" + String(rawValue, radix: 16) }
 }

@@ -15,6 +15,7 @@ struct SendCommand: ParsableCommand {
         discussion: """
             Example: piconet send --address 10.0.0.1:7000 --message hello --count 100
             A file, resumable (the peer runs `piconet listen --save-dir DIR`): piconet send --address 10.0.0.1:7000 --file build.tar
+            Through a relay (`piconet relay`) to the hub behind it: piconet send --relay 10.0.1.1:7100 --message hi --count 100
             Bluetooth: piconet send --transport bluetooth --adapter hci1 --service hr-sensor --to node-a --message hi
             (found by LE scanning), or --to 00:AA:01:00:00:23/129 (address/PSM, no scan).
             """)
@@ -25,6 +26,8 @@ struct SendCommand: ParsableCommand {
     var to: String?
     @Option(help: "Peer address A.B.C.D:PORT (instead of discovery).")
     var address: String?
+    @Option(help: "Reach the relay's hub through the relay at A.B.C.D:PORT (repeatable: the next one is tried when a relay is lost).")
+    var relay: [String] = []
     @Option(help: "Text to send.")
     var message: String?
     @Option(help: "File to send as a resource (any size, resumable: run the same command again after an interruption).")
@@ -66,7 +69,14 @@ struct SendCommand: ParsableCommand {
                 throw cliFailure("send", transport.usesBluetooth ? "--address takes A.B.C.D:PORT or AA:BB:CC:DD:EE:FF/PSM, got \"\(address)\"" : "\(error)", code: ExitStatus.usage)
             }
         }
-        guard direct != nil || (service != nil && to != nil) else {
+        var relays: [EndpointAddress] = []
+        for r in relay {
+            do { relays.append(try UDPSessionHost.parseAddress(r)) } catch { throw cliFailure("send", "--relay: \(error)", code: ExitStatus.usage) }
+        }
+        if !relays.isEmpty, direct != nil || service != nil || to != nil {
+            throw cliFailure("send", "--relay reaches the relay's hub: not with --address, --service or --to", code: ExitStatus.usage)
+        }
+        guard direct != nil || (service != nil && to != nil) || !relays.isEmpty else {
             throw cliFailure("send", transport.usesBluetooth ? "give --to ADDR/PSM, --address, or --service with --to NAME"
                                                        : "give --address, or --service with --to", code: ExitStatus.usage)
         }
@@ -157,6 +167,10 @@ struct SendCommand: ParsableCommand {
             return max(0, sent - (open + perMessage - 1) / perMessage)
         }
         var target: EndpointAddress?
+        /// Through relays: the circuit, the invitation, and the move to another circuit when one is lost.
+        let paths = relays.isEmpty ? nil : RelayPaths(session: session, endpoint: host.relay, loop: loop, relays: relays)
+        paths?.context = Array("piconet send".utf8)
+        paths?.invitationTimeout = .seconds(Int64(timeout))
         /// `expecting`: the peer ID the discovery record claims; another key answering there is refused
         /// (`.unexpectedPeer`) instead of receiving the messages (the record is only a claim).
         func invite(_ a: EndpointAddress, expecting claimed: PeerID? = nil) {
@@ -170,6 +184,7 @@ struct SendCommand: ParsableCommand {
             }
         }
         session.onEvent = { event in
+            paths?.handle(event)
             if transfers.handle(event) { return }
             switch event {
             case let .invitationFinished(_, .accepted(p)):
@@ -181,6 +196,8 @@ struct SendCommand: ParsableCommand {
                 errorLine("piconet send: error: the peer answered with our own identity (\(keyPath)): both processes use that key"
                           + " (give each its own --name, which picks identity-NAME.key, or its own --identity FILE)")
                 loop.stop()
+            case .invitationFinished where paths != nil && peer != nil:
+                break   // a move to another circuit that failed: the paths keeper tries again
             case let .invitationFinished(_, outcome):
                 errorLine("piconet send: invitation \(outcome)")
                 loop.stop()
@@ -212,6 +229,9 @@ struct SendCommand: ParsableCommand {
         do {
             if let direct {
                 invite(direct)
+            } else if let paths {
+                invited = true
+                paths.start()
             } else if transport.usesBluetooth, let service, let to {
                 let type = try ServiceType(service)
                 let scanner = try BluetoothScanner(loop: loop, adapter: host.bluetooth?.bluetooth.adapter ?? BluetoothAdapter.find(nil), service: type)
