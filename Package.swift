@@ -69,6 +69,8 @@ let package = Package(
         .package(url: "https://github.com/hummingbird-project/hummingbird.git", from: "2.28.1"),
         .package(url: "https://github.com/swift-server/swift-prometheus.git", from: "2.4.1"),
         .package(url: "https://github.com/apple/swift-log.git", from: "1.16.2"),
+        // Already in the graph through Hummingbird; named for the hub server tests' HTTP client.
+        .package(url: "https://github.com/apple/swift-nio.git", from: "2.101.3"),
     ],
     targets: [
         // OS edge: C libraries.
@@ -207,7 +209,12 @@ let package = Package(
         .executableTarget(name: "piconet-store-tool", dependencies: ["PiconetStore", "PiconetHub", "PiconetSensors", "PiconetPosix"],
                           swiftSettings: swift6),
         .testTarget(name: "PiconetHubServerTests",
-                    dependencies: ["PiconetHubServer", .product(name: "HummingbirdTesting", package: "hummingbird")],
+                    dependencies: ["PiconetHubServer", .product(name: "HummingbirdCore", package: "hummingbird"),
+                                   .product(name: "Logging", package: "swift-log"),
+                                   .product(name: "NIOCore", package: "swift-nio"),
+                                   .product(name: "NIOEmbedded", package: "swift-nio"),
+                                   .product(name: "NIOHTTP1", package: "swift-nio"),
+                                   .product(name: "NIOPosix", package: "swift-nio")],
                     swiftSettings: swift6),
         .testTarget(name: "PiconetLightsTests",
                     dependencies: ["PiconetLights", "PiconetIndicators", "PiconetPosix", "PiconetRuntime", "PiconetTestSupport"],

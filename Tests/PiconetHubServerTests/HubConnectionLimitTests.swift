@@ -1,6 +1,5 @@
 import Glibc
 import Hummingbird
-import HummingbirdTesting
 @testable import PiconetHubServer
 import Testing
 

@@ -1,6 +1,5 @@
 import Foundation
 import Hummingbird
-import HummingbirdTesting
 @testable import PiconetHubServer
 import Testing
 
