@@ -183,6 +183,9 @@ private struct LiveClient: TestHTTPClient {
         head.headers.replaceOrAdd(name: "Content-Length", value: String(body?.readableBytes ?? 0))
         let answer = channel.eventLoop.makePromise(of: TestHTTPResponse.self)
         channel.writeAndFlush(Exchange(head: head, body: body, answer: answer), promise: nil)
+        // A server that never answers fails the test (the close fails what waits) instead of hanging it.
+        let timeout = channel.eventLoop.scheduleTask(in: .seconds(20)) { [channel] in channel.close(promise: nil) }
+        defer { timeout.cancel() }
         return try await answer.futureResult.get()
     }
 

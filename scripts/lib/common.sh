@@ -165,7 +165,7 @@ crashing_build() {
 # Swift version, for the scratch folders) and defines in_src CMD...: runs CMD in a private mount
 # namespace where the checkout is bound at CACHE/src (an empty folder; the bind vanishes with the
 # namespace), cwd there; with FIXED_BUILD set, that folder is bound at the checkout's .build too
-# (scripts/test). A fresh clone then finds the dependencies (swift-nio, BoringSSL, GRDB,
+# (scripts/test). A fresh clone then finds the dependencies (swift-nio, GRDB,
 # Hummingbird: most of a cold build) compiled. Without mount namespaces (not root) in_src runs
 # CMD as it is and FIXED_BASE is keyed by the checkout's own path too (cold once per path).
 fixed_src() {
