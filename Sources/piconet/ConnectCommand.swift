@@ -50,6 +50,9 @@ struct ConnectCommand: ParsableCommand {
         var toPeer: [UInt8] = []
         var inputEnded = false
         var inputRegistration: Registration?
+        /// epoll said standard input is readable and it was not read since: a pipe, FIFO or terminal
+        /// blocks the whole loop in read(2) otherwise (stdin is not ours to make non-blocking).
+        var inputReadable = false
 
         func stop(_ status: Int32) {
             result = status
@@ -68,6 +71,10 @@ struct ConnectCommand: ParsableCommand {
                     }
                 }
                 if inputEnded { return }
+                if let r = inputRegistration {
+                    guard inputReadable else { try? loop.modify(r, interest: .read); return }
+                    inputReadable = false
+                }
                 switch try? Console.readInput() {
                 case .wouldBlock?:
                     if let r = inputRegistration { try? loop.modify(r, interest: .read) }
@@ -91,7 +98,10 @@ struct ConnectCommand: ParsableCommand {
                     return stop(ExitStatus.unavailable)
                 }
                 // A terminal or a pipe is watched on the loop; a regular file (epoll refuses it) never blocks.
-                inputRegistration = try? loop.register(FileDescriptor(rawValue: 0), interest: .read) { _ in pumpInput() }
+                inputRegistration = try? loop.register(FileDescriptor(rawValue: 0), interest: .read) { _ in
+                    inputReadable = true
+                    pumpInput()
+                }
                 pumpInput()
             case let .invitationFinished(_, outcome):
                 errorLine("piconet connect: invitation \(outcome)")
