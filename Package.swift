@@ -12,6 +12,7 @@
 //   features:     PiconetHub  PiconetSensors  PiconetFleet (pure; Fleet: MQTT payloads, hub only)
 //                 PiconetGroup (pure: the Raft-replicated group log; Wire + Loop only)
 //                 PiconetUpdate (pure: board updates, their checks and A/B slot state)
+//                 PiconetAppServices (pure: a service program's life per stream, start admission)
 //                                                          OS edge (the only code that
 //   peer core:    PiconetDiscovery  PiconetSession         touches the kernel):
 //                 (pure state machines)                    PiconetPosix (epoll, sockets,
@@ -132,6 +133,10 @@ let package = Package(
         // (client), pure; in the node's graph too, since boards are push clients.
         .target(name: "PiconetPush", dependencies: ["PiconetWire", "PiconetLoop"], swiftSettings: swift6),
 
+        // Application services: a declared program's life for one stream (idle stop, grace, close
+        // reason) and the admission that paces starts (pure; the node links it, so Embedded too).
+        .target(name: "PiconetAppServices", dependencies: ["PiconetLoop", "PiconetSession"], swiftSettings: swift6),
+
         // Board updates: the package a board receives, its checks, and the A/B slot state that
         // decides which binary starts (pure; the node links it, so Embedded too).
         .target(name: "PiconetUpdate", dependencies: ["PiconetWire", "PiconetSession"], swiftSettings: swift6),
@@ -150,7 +155,7 @@ let package = Package(
         // Runtime: wiring and OS adapters.
         .target(name: "PiconetRuntime",
                 dependencies: ["PiconetPosix", "PiconetLights", "PiconetIndicators", "PiconetDiscovery", "PiconetSession",
-                               "PiconetSensors", "PiconetUpdate"],
+                               "PiconetSensors", "PiconetUpdate", "PiconetAppServices"],
                 swiftSettings: swift6),
 
         // Group sessions on Piconet sessions (runtime level, CLI only): the driver of a GroupNode
@@ -199,6 +204,8 @@ let package = Package(
         .testTarget(name: "PiconetGroupRuntimeTests",
                     dependencies: ["PiconetGroupRuntime", "PiconetGroup", "PiconetSession", "PiconetPosix", "PiconetLoop",
                                    "PiconetTestSupport"], swiftSettings: swift6),
+        .testTarget(name: "PiconetAppServicesTests", dependencies: ["PiconetAppServices", "PiconetSession", "PiconetTestSupport"],
+                    swiftSettings: swift6),
         .testTarget(name: "PiconetPushTests", dependencies: ["PiconetPush", "PiconetTestSupport"], swiftSettings: swift6),
         .testTarget(name: "PiconetSensorsTests", dependencies: ["PiconetSensors", "PiconetTestSupport"], swiftSettings: swift6),
         .testTarget(name: "PiconetHubTests", dependencies: ["PiconetHub", "PiconetSensors", "PiconetDiscovery", "PiconetSession", "PiconetTestSupport"],
@@ -240,7 +247,7 @@ if let only = Context.environment["PICONET_TEST_TARGETS"], !only.isEmpty {
 let nodeGraph: Set<String> = [
     "CBlueZ", "CGPIOD", "CSodium", "CMath", "CPiconetPosix",
     "PiconetWire", "PiconetLoop", "PiconetPosix", "PiconetIndicators", "PiconetLights",
-    "PiconetDiscovery", "PiconetSession", "PiconetSensors", "PiconetUpdate", "PiconetRuntime", "piconet-node",
+    "PiconetDiscovery", "PiconetSession", "PiconetSensors", "PiconetUpdate", "PiconetAppServices", "PiconetRuntime", "piconet-node",
     // Not linked by the node yet; kept in the graph so the Embedded build checks it.
     "PiconetPush",
 ]

@@ -102,4 +102,97 @@ static inline size_t piconet_cmsg_len(size_t n) { return CMSG_LEN(n); }
 static const int piconet_sol_udp = IPPROTO_UDP;
 static const int piconet_udp_segment = UDP_SEGMENT;
 static const int piconet_udp_gro = UDP_GRO;
+
+// Application services: a user's ids, an inotify watch on the services directory, and the
+// start of a service's program (pidfd_open: reaped on the loop, no SIGCHLD handler).
+#include <pwd.h>
+#include <grp.h>
+#include <sys/inotify.h>
+#include <sys/resource.h>
+#include <sys/syscall.h>
+extern int setgroups(size_t size, const gid_t *list);
+
+/// The user's ids and home, 0 when found, else -1 (errno 0: no such user).
+static inline int piconet_user_ids(const char *name, unsigned *uid, unsigned *gid, char *home, size_t home_size) {
+    struct passwd pw, *found = NULL;
+    char buffer[4096];
+    errno = 0;
+    int rc = getpwnam_r(name, &pw, buffer, sizeof buffer, &found);
+    if (rc != 0) { errno = rc; return -1; }
+    if (found == NULL) { errno = 0; return -1; }
+    *uid = pw.pw_uid;
+    *gid = pw.pw_gid;
+    snprintf(home, home_size, "%s", pw.pw_dir ? pw.pw_dir : "/");
+    return 0;
+}
+
+/// fork + exec of a service's program with `stdio_fd` as its standard input and output,
+/// under `uid`/`gid` when `set_ids`, with the two resource limits when positive, signals
+/// unblocked and at their defaults, in its own session. The child runs only C between fork
+/// and exec. Returns the pid (and a pidfd in *pidfd_out, -1 without pidfd_open), or -errno:
+/// a failed exec is reported through a close-on-exec pipe, so "no such file" is an error
+/// here, not an exit status 127 later.
+static inline int piconet_spawn_service(const char *path, char *const argv[], char *const envp[], int stdio_fd,
+                                        int set_ids, unsigned uid, unsigned gid,
+                                        long max_files, long max_address_space, int *pidfd_out) {
+    int errpipe[2];
+    *pidfd_out = -1;
+    if (pipe2(errpipe, O_CLOEXEC) == -1) return -errno;
+    pid_t pid = fork();
+    if (pid == -1) { int e = errno; close(errpipe[0]); close(errpipe[1]); return -e; }
+    if (pid == 0) {
+        sigset_t none;
+        sigemptyset(&none);
+        sigprocmask(SIG_SETMASK, &none, NULL);
+        for (int s = 1; s < 32; s++) if (s != SIGKILL && s != SIGSTOP) signal(s, SIG_DFL);
+        setsid();
+        int e = 0;
+        if (dup2(stdio_fd, 0) == -1 || dup2(stdio_fd, 1) == -1) { e = errno; goto fail; }
+        if (set_ids && (setgroups(0, NULL) == -1 || setgid(gid) == -1 || setuid(uid) == -1)) { e = errno; goto fail; }
+        struct rlimit r;
+        if (max_files > 0) {
+            r.rlim_cur = r.rlim_max = (rlim_t)max_files;
+            if (setrlimit(RLIMIT_NOFILE, &r) == -1) { e = errno; goto fail; }
+        }
+        if (max_address_space > 0) {
+            r.rlim_cur = r.rlim_max = (rlim_t)max_address_space;
+            if (setrlimit(RLIMIT_AS, &r) == -1) { e = errno; goto fail; }
+        }
+        execve(path, argv, envp);
+        e = errno;
+    fail:
+        (void)!write(errpipe[1], &e, sizeof e);
+        _exit(127);
+    }
+    close(errpipe[1]);
+    int e = 0;
+    ssize_t n;
+    do n = read(errpipe[0], &e, sizeof e); while (n == -1 && errno == EINTR);
+    close(errpipe[0]);
+    if (n == (ssize_t)sizeof e) {
+        int status;
+        while (waitpid(pid, &status, 0) == -1 && errno == EINTR) {}
+        return -(e ? e : ECHILD);
+    }
+    *pidfd_out = (int)syscall(SYS_pidfd_open, pid, 0);
+    if (*pidfd_out >= 0) fcntl(*pidfd_out, F_SETFD, FD_CLOEXEC);
+    return pid;
+}
+
+/// waitpid(WNOHANG): 1 and the status when `pid` ended, 0 while it runs, -1 on error.
+static inline int piconet_set_blocking(int fd) {
+    int flags = fcntl(fd, F_GETFL);
+    return flags == -1 ? -1 : fcntl(fd, F_SETFL, flags & ~O_NONBLOCK);
+}
+static inline int piconet_reap(int pid, int *exited, int *code) {
+    int status = 0;
+    int rc;
+    do rc = waitpid(pid, &status, WNOHANG); while (rc == -1 && errno == EINTR);
+    if (rc <= 0) return rc;
+    if (WIFEXITED(status)) { *exited = 1; *code = WEXITSTATUS(status); }
+    else { *exited = 0; *code = WIFSIGNALED(status) ? WTERMSIG(status) : 0; }
+    return 1;
+}
+static const unsigned piconet_in_watch_mask = IN_CLOSE_WRITE | IN_MOVED_TO | IN_MOVED_FROM | IN_DELETE
+                                              | IN_DELETE_SELF | IN_MOVE_SELF | IN_ONLYDIR;
 #endif

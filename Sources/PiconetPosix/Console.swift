@@ -18,6 +18,27 @@ public enum Console {
     public static func out(_ text: String) { write(text, to: 1) }
     public static func err(_ text: String) { write(text, to: 2) }
 
+    /// Raw bytes to standard output, all of them (a pipe that is full waits: the reader sets the pace).
+    public static func outBytes(_ bytes: [UInt8]) {
+        bytes.withUnsafeBytes { p in
+            var off = 0
+            while off < p.count {
+                guard let r = try? Sys.write(1, UnsafeRawBufferPointer(rebasing: p[off...])) else { return }
+                if case let .processed(n) = r, n > 0 { off += n }
+            }
+        }
+    }
+
+    /// Up to `maximum` bytes of standard input; `.processed([])` is its end.
+    public static func readInput(maximum: Int = 16 * 1024) throws(IOError) -> IOResult<[UInt8]> {
+        var buffer = [UInt8](repeating: 0, count: maximum)
+        let outcome = buffer.withUnsafeMutableBytes { p in Result { () throws(IOError) in try Sys.read(0, p) } }
+        switch try outcome.get() {
+        case .wouldBlock: return .wouldBlock
+        case let .processed(n): return .processed(Array(buffer[0..<n]))
+        }
+    }
+
     static func write(_ text: String, to fd: Int32) {
         var t = text
         t.withUTF8 { p in

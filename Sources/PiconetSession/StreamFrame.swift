@@ -1,19 +1,82 @@
 import PiconetWire
 
-/// Why a stream was reset: the wire's reason byte.
-public enum StreamResetReason: UInt8, Sendable, Equatable, CustomStringConvertible {
+/// Why a stream was reset: the wire's reason byte, and for an application service's end the
+/// byte after it (its exit status or signal), so the peer reads why the program went away.
+public enum StreamResetReason: Sendable, Equatable, CustomStringConvertible {
     /// The application gave up on the stream.
-    case cancelled = 0
+    case cancelled
     /// The peer sent past the credit it was given.
-    case flowControl = 1
+    case flowControl
     /// A frame that cannot be on this stream (data after its end, an offset that skips bytes).
-    case protocolViolation = 2
+    case protocolViolation
     /// The receiver has too many streams open.
-    case refused = 3
+    case refused
     /// The link under the stream ended.
-    case linkClosed = 4
+    case linkClosed
     /// Nothing at the receiver takes streams of that name.
-    case unknownName = 5
+    case unknownName
+    /// The service's consent refused this peer: it was not started.
+    case serviceRefused
+    /// The service could not be started (its program failed to start, or too many run now).
+    case serviceUnavailable
+    /// The service's program exited with this non-zero status.
+    case serviceExited(status: UInt8)
+    /// The service's program was ended by this signal (a crash, or the kill after its grace).
+    case serviceKilled(signal: UInt8)
+    /// The service had no traffic for its idle time and was stopped.
+    case serviceIdle
+
+    /// The reason byte on the wire (a detail byte follows for `serviceExited`/`serviceKilled`).
+    public var code: UInt8 {
+        switch self {
+        case .cancelled: return 0
+        case .flowControl: return 1
+        case .protocolViolation: return 2
+        case .refused: return 3
+        case .linkClosed: return 4
+        case .unknownName: return 5
+        case .serviceRefused: return 6
+        case .serviceUnavailable: return 7
+        case .serviceExited: return 8
+        case .serviceKilled: return 9
+        case .serviceIdle: return 10
+        }
+    }
+
+    /// The byte after the reason, when it has one.
+    public var detail: UInt8? {
+        switch self {
+        case let .serviceExited(status): return status
+        case let .serviceKilled(signal): return signal
+        default: return nil
+        }
+    }
+
+    /// Reads the reason byte and, for the two reasons that carry one, the detail byte.
+    public init(parsing r: inout ByteReader) throws(WireError) {
+        let b = try r.readUInt8()
+        switch b {
+        case 0: self = .cancelled
+        case 1: self = .flowControl
+        case 2: self = .protocolViolation
+        case 3: self = .refused
+        case 4: self = .linkClosed
+        case 5: self = .unknownName
+        case 6: self = .serviceRefused
+        case 7: self = .serviceUnavailable
+        case 8: self = .serviceExited(status: try r.readUInt8())
+        case 9: self = .serviceKilled(signal: try r.readUInt8())
+        case 10: self = .serviceIdle
+        default: throw .invalidValue(field: "stream reset reason", reason: "unknown value \(b)")
+        }
+    }
+
+    public func encode(into w: inout ByteWriter) {
+        w.writeUInt8(code)
+        if let detail { w.writeUInt8(detail) }
+    }
+
+    public var encodedLength: Int { detail == nil ? 1 : 2 }
 
     public var description: String {
         switch self {
@@ -23,7 +86,29 @@ public enum StreamResetReason: UInt8, Sendable, Equatable, CustomStringConvertib
         case .refused: return "refused (too many streams)"
         case .linkClosed: return "link closed"
         case .unknownName: return "no one here takes streams of that name"
+        case .serviceRefused: return "the service's consent refused this peer"
+        case .serviceUnavailable: return "the service could not be started"
+        case let .serviceExited(status): return "the service exited with status \(status)"
+        case let .serviceKilled(signal): return "the service was killed by signal \(signal)\(signalName(signal).map { " (\($0))" } ?? "")"
+        case .serviceIdle: return "the service was stopped after its idle time"
         }
+    }
+}
+
+/// The usual Linux names of the signals a crashed or stopped program dies of.
+func signalName(_ signal: UInt8) -> String? {
+    switch signal {
+    case 1: return "SIGHUP"
+    case 2: return "SIGINT"
+    case 4: return "SIGILL"
+    case 6: return "SIGABRT"
+    case 7: return "SIGBUS"
+    case 8: return "SIGFPE"
+    case 9: return "SIGKILL"
+    case 11: return "SIGSEGV"
+    case 13: return "SIGPIPE"
+    case 15: return "SIGTERM"
+    default: return nil
     }
 }
 
@@ -79,11 +164,7 @@ public enum StreamFrame: WireCodable, Equatable, Sendable {
         case 2:
             self = .credit(id, limit: try r.readUInt64())
         case 3:
-            let b = try r.readUInt8()
-            guard let reason = StreamResetReason(rawValue: b) else {
-                throw .invalidValue(field: "stream reset reason", reason: "unknown value \(b)")
-            }
-            self = .reset(id, reason)
+            self = .reset(id, try StreamResetReason(parsing: &r))
         default:
             throw .invalidValue(field: "stream frame kind", reason: "unknown value \(kind)")
         }
@@ -101,7 +182,7 @@ public enum StreamFrame: WireCodable, Equatable, Sendable {
         case let .credit(id, limit):
             w.writeUInt8(2); w.writeUInt32(id.rawValue); w.writeUInt64(limit)
         case let .reset(id, reason):
-            w.writeUInt8(3); w.writeUInt32(id.rawValue); w.writeUInt8(reason.rawValue)
+            w.writeUInt8(3); w.writeUInt32(id.rawValue); reason.encode(into: &w)
         }
     }
 
@@ -110,7 +191,7 @@ public enum StreamFrame: WireCodable, Equatable, Sendable {
         case let .open(_, name, _): return 10 + wireText(name, maxBytes: Self.maximumNameLength).utf8.count
         case let .data(_, _, bytes, _): return 16 + bytes.count
         case .credit: return 13
-        case .reset: return 6
+        case let .reset(_, reason): return 5 + reason.encodedLength
         }
     }
 }

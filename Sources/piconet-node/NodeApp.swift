@@ -60,6 +60,10 @@ final class NodeApp {
     var tallies: [PeerID: ReliableSendTally] = [:]
     static let tallyLimit = 8
     var stopping = false
+    /// `--services-dir`: the declared application services, started per stream on demand.
+    var appServices: AppServices?
+    /// The TXT pairs advertised before the services' key (which follows the directory).
+    var baseInfo: [(String, String?)] = []
     /// `--update-key`: signed updates of this binary.
     var updates: BoardUpdates?
     /// Set when an update asks for a restart: `main` starts the installed binary again after `run`.
@@ -160,6 +164,14 @@ final class NodeApp {
         ]
         // `peer` is the key browsers match an LE advertiser's peer tag against (one node, two routes).
         if settings.transport == .any { info.append(("peer", identity.peerID.description)) }
+        baseInfo = info
+        if let directory = settings.servicesDirectory {
+            let services = AppServices(loop: loop, session: session, directory: directory, role: settings.role, board: settings.board)
+            services.log = { [weakSelf] in weakSelf.owner?.log($0) }
+            try attempt { () throws(IOError) in try services.start() }
+            info.append(("services", Self.servicesText(services.offered)))
+            appServices = services
+        }
         if let udp {
             advertiser = try attempt { () throws(DiscoveryRuntimeError) in try Discovery.advertise(on: loop, serviceType: settings.service, instanceName: settings.name,
                                                  info: info, port: udp.localAddress.port, interfaces: settings.interfaces) { [weakSelf] e in
@@ -168,6 +180,7 @@ final class NodeApp {
             } }
             log("advertising \(settings.service) as '\(settings.name)' on UDP port \(udp.localAddress.port)")
         }
+        appServices?.onOfferedChanged = { [weakSelf] names in weakSelf.owner?.advertiseServices(names) }
         if let bluetooth { try advertiseOverLE(bluetooth) }
         if let hr = heartRateSensor { startHeartRate(hr) }
         if let finder = sensorFinder { findHeartRateSensor(finder) }
@@ -188,6 +201,29 @@ final class NodeApp {
         }
         try attempt { () throws(IOError) in try loop.run() }
         if let failure { throw failure }
+    }
+
+    /// The `services` TXT value: the offered names, comma-separated, cut at a name boundary to
+    /// fit one TXT string (255 bytes with the key); empty when none is offered.
+    static func servicesText(_ names: [String]) -> String {
+        var text = ""
+        for n in names where text.utf8.count + n.utf8.count + 1 <= 255 - "services=".utf8.count {
+            text += (text.isEmpty ? "" : ",") + n
+        }
+        return text
+    }
+
+    /// Re-announces the TXT record with the services offered now (browsers see the change at once).
+    func advertiseServices(_ names: [String]) {
+        log("advertising services: \(names.isEmpty ? "none" : names.joined(separator: ", "))")
+        guard let advertiser else { return }
+        var info = baseInfo
+        info.append(("services", Self.servicesText(names)))
+        do {
+            advertiser.update(info: try DiscoveryInfo(info))
+        } catch {
+            log("discovery: services not advertised: \(error)")
+        }
     }
 
     func startHeartRate(_ hr: HeartRateSensorLink) {
@@ -279,6 +315,7 @@ final class NodeApp {
         sensorFinder?.close()
         motionDevice?.stop()
         advertiser?.stop()
+        appServices?.stop()
         session.close()
         lights?.close()
         pairingAgent?.close()
@@ -308,6 +345,7 @@ final class NodeApp {
 
     func handle(_ event: SessionEvent) {
         if let updates, updates.handle(event) { return }
+        if let appServices, appServices.handle(event) { return }
         // An invitation on show that ended without the button (timeout, inviter gone): stop asking.
         if case let .invitationFinished(id, _) = event, let shown = consent.shown, shown.id == id {
             apply(consent.withdrawn(shown, at: loop.now))

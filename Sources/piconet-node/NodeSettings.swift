@@ -44,6 +44,11 @@ struct NodeSettings {
     var updateDirectory = ""
     /// How long a new binary has to get a session back before it rolls itself back.
     var updateHealthSeconds: Int64 = 120
+    /// `--services-dir`: application services declared there (NAME.json each) are offered;
+    /// unset: none (`/etc/piconet/services.d` is the documented place).
+    var servicesDirectory: String?
+    /// The node's role (config key `role`): a service's `roles` are matched against it.
+    var role = "node"
 
     /// Config file keys: the long flag names, plus `role`, `state-dir`, `gpio-chip`, `allow-list`.
     /// The camelCase spellings scripts/lib/board-files.sh writes stay accepted.
@@ -52,7 +57,7 @@ struct NodeSettings {
         keys: ["name", "role", "service", "board", "interface", "state-dir", "identity", "trust-store",
                "accept", "allow-list", "profile", "seed", "motion-hz", "port", "encryption",
                "boards-dir", "gpio-chip", "transport", "adapter", "psm", "security", "pairing", "hr-sensor", "motion",
-               "update-key", "update-dir", "update-health"],
+               "update-key", "update-dir", "update-health", "services-dir"],
         aliases: ["interfaces": "interface", "stateDirectory": "state-dir", "trustStore": "trust-store",
                   "allowList": "allow-list", "motionHz": "motion-hz", "boardsDirectory": "boards-dir", "gpioChip": "gpio-chip",
                   "hrSensor": "hr-sensor", "updateKey": "update-key"],
@@ -145,6 +150,7 @@ struct NodeSettings {
         s.updateDirectory = try opt.string("update-dir") ?? (configuredState ?? keyDirectory) + "/update"
         s.updateHealthSeconds = try opt.integer("update-health", as: Int64.self, fileRange: 5...86_400) ?? 120
         s.service = try opt.string("service") ?? s.service
+        s.servicesDirectory = try opt.string("services-dir")
         s.interfaces = try c.strings("interface").isEmpty ? (file.strings("interface") ?? []) : c.strings("interface")
         s.port = try opt.integer("port", as: UInt16.self, fileRange: 0...65535) ?? 0
         s.board = try opt.string("board") ?? "none"

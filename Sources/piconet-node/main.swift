@@ -32,7 +32,7 @@ enum NodeCommand {
 
         Config file keys (JSON object) are the long option names: name, service, interface, port, identity,
         trust-store, accept, encryption, profile, seed, motion-hz, board, boards-dir, transport, adapter, psm,
-        security, pairing, hr-sensor, motion, update-key, update-dir, update-health; and role, state-dir, gpio-chip,
+        security, pairing, hr-sensor, motion, update-key, update-dir, update-health, services-dir; and role, state-dir, gpio-chip,
         allow-list (older camelCase keys are accepted too).
         Updates (--update-key): the binary that was installed starts first, every time, and runs the
         update that is on trial (two starts at most, rolled back without a session in --update-health)
@@ -74,6 +74,8 @@ enum NodeCommand {
             .value("update-dir", "path", help: "Where updates live: state, slots A and B (default: update/ beside the identity key)."),
             .value("update-health", "seconds",
                    help: "A new binary that has no session back within this time is rolled back (5-86400, default 120)."),
+            .value("services-dir", "path",
+                   help: "Application services declared here (NAME.json each, e.g. /etc/piconet/services.d) are offered to admitted peers; see docs/appservices.md."),
             .flag("quiet", help: "Print only errors."),
         ],
         aliases: ["key": "identity"])

@@ -51,6 +51,10 @@ struct StreamPair {
             (.data(StreamID(rawValue: 2), offset: 5, bytes: [9, 8], fin: true), [1, 2, 0, 0, 0, 5, 0, 0, 0, 0, 0, 0, 0, 1, 2, 0, 9, 8]),
             (.credit(StreamID(rawValue: 3), limit: 0x0102), [2, 3, 0, 0, 0, 2, 1, 0, 0, 0, 0, 0, 0]),
             (.reset(StreamID(rawValue: 4), .flowControl), [3, 4, 0, 0, 0, 1]),
+            (.reset(StreamID(rawValue: 5), .serviceRefused), [3, 5, 0, 0, 0, 6]),
+            (.reset(StreamID(rawValue: 6), .serviceExited(status: 3)), [3, 6, 0, 0, 0, 8, 3]),
+            (.reset(StreamID(rawValue: 7), .serviceKilled(signal: 11)), [3, 7, 0, 0, 0, 9, 11]),
+            (.reset(StreamID(rawValue: 8), .serviceIdle), [3, 8, 0, 0, 0, 10]),
         ]
         for (frame, golden) in frames {
             #expect(frame.encoded() == golden)

@@ -1,10 +1,15 @@
 #!/usr/bin/env python3
 """Floods for scripts/stages/37-netns-floods (run inside a test network namespace only).
 
-  flood.py handshake DST PORT SECONDS SRCNET   Noise first messages, each from a fresh random
+  flood.py handshake DST PORT SECONDS SRCNET [COUNT]
+                                               Noise first messages, each from a fresh random
                                                ephemeral key and sender index, from spoofed
                                                source addresses SRCNET.100-254 (raw socket;
-                                               never the hub's or the node's own address)
+                                               never the hub's or the node's own address);
+                                               with COUNT: exactly COUNT distinct ones, built
+                                               before the clock starts and paced evenly over
+                                               SECONDS (a loaded machine still reaches the
+                                               count: only sendto is left in the timed loop)
   flood.py garbage   DST PORT SECONDS SRCNET   random bytes, 1..1400 long, spoofed sources
   flood.py frames    DST PORT SECONDS SRCNET   valid-looking session frames (right version,
                                                type, length) with random contents
@@ -40,21 +45,34 @@ def ip_checksum(h):
     return (~s) & 0xFFFF
 
 
-def raw_sender(dst, port, srcnet):
-    """Sends UDP payloads with a spoofed IPv4 source (SRCNET.x, x random in 100..254) through a raw socket."""
+def spoofed_datagram(payload, base, dst_b, port):
+    """One whole IPv4/UDP datagram carrying PAYLOAD from BASE.x (x random in 100..254), for a raw socket."""
+    src = socket.inet_aton("%s.%d" % (base, random.randint(100, 254)))
+    sport = random.randint(1024, 65535)
+    udp = struct.pack("!HHHH", sport, port, 8 + len(payload), 0) + payload  # checksum 0: none (IPv4)
+    hdr = struct.pack("!BBHHHBBH4s4s", 0x45, 0, 20 + len(udp), random.randint(0, 65535), 0, 64, 17, 0, src, dst_b)
+    return hdr[:10] + struct.pack("!H", ip_checksum(hdr)) + hdr[12:] + udp
+
+
+def raw_socket():
     sock = socket.socket(socket.AF_INET, socket.SOCK_RAW, socket.IPPROTO_RAW)
     sock.setsockopt(socket.IPPROTO_IP, socket.IP_HDRINCL, 1)
+    return sock
+
+
+def source_base(srcnet):
+    return srcnet.rsplit(".", 1)[0] if srcnet.count(".") == 3 else srcnet
+
+
+def raw_sender(dst, port, srcnet):
+    """Sends UDP payloads with a spoofed IPv4 source (SRCNET.x, x random in 100..254) through a raw socket."""
+    sock = raw_socket()
     dst_b = socket.inet_aton(dst)
-    base = srcnet.rsplit(".", 1)[0] if srcnet.count(".") == 3 else srcnet
+    base = source_base(srcnet)
 
     def send(payload):
-        src = socket.inet_aton("%s.%d" % (base, random.randint(100, 254)))
-        sport = random.randint(1024, 65535)
-        udp = struct.pack("!HHHH", sport, port, 8 + len(payload), 0) + payload  # checksum 0: none (IPv4)
-        hdr = struct.pack("!BBHHHBBH4s4s", 0x45, 0, 20 + len(udp), random.randint(0, 65535), 0, 64, 17, 0, src, dst_b)
-        hdr = hdr[:10] + struct.pack("!H", ip_checksum(hdr)) + hdr[12:]
         try:
-            sock.sendto(hdr + udp, (dst, 0))
+            sock.sendto(spoofed_datagram(payload, base, dst_b, port), (dst, 0))
             return 1
         except OSError:
             return 0
@@ -76,6 +94,29 @@ def frame():
     body = os.urandom(random.randint(9, 1200))
     ftype = random.choice([1, 2, 3, 4, 5, 6, 7, 8])
     return bytes([1, ftype, random.randint(0, 3), 0]) + struct.pack("<H", len(body)) + body
+
+
+def counted_flood(kind, dst, port, seconds, srcnet, count):
+    """COUNT distinct datagrams built first, then sent paced evenly over SECONDS (or as fast as the
+    machine allows when it falls behind); returns how many the kernel took and the seconds it took."""
+    make = {"handshake": handshake, "garbage": garbage, "frames": frame}[kind]
+    dst_b, base = socket.inet_aton(dst), source_base(srcnet)
+    packets = [spoofed_datagram(make(), base, dst_b, port) for _ in range(count)]
+    sock = raw_socket()
+    target = (dst, 0)
+    start = time.monotonic()
+    sent = 0
+    for i, p in enumerate(packets):
+        if i % 64 == 0:
+            ahead = start + seconds * i / count - time.monotonic()
+            if ahead > 0:
+                time.sleep(ahead)
+        try:
+            sock.sendto(p, target)
+            sent += 1
+        except OSError:
+            pass
+    return sent, time.monotonic() - start
 
 
 def datagram_flood(kind, dst, port, seconds, srcnet):
@@ -244,7 +285,11 @@ def main(argv):
         print(__doc__, file=sys.stderr)
         return 64
     kind = argv[1]
-    if kind in ("handshake", "garbage", "frames"):
+    if kind in ("handshake", "garbage", "frames") and len(argv) > 6:
+        n, took = counted_flood(kind, argv[2], int(argv[3]), float(argv[4]), argv[5], int(argv[6]))
+        print("sent %d in %.2f s" % (n, took))
+        return 0
+    elif kind in ("handshake", "garbage", "frames"):
         n = datagram_flood(kind, argv[2], int(argv[3]), float(argv[4]), argv[5])
     elif kind == "oversize":
         n = oversize(argv[2], int(argv[3]), float(argv[4]))
