@@ -96,9 +96,8 @@ private func makeDirectory() throws -> String {
         #expect(throws: IOError.self) { _ = try ServiceProcess(loop: loop, l) }
     }
 
-    @Test func limitsAreApplied() throws {
-        var l = launch("ulimit -n")
-        l.maximumOpenFiles = 37
+    /// Everything `l`'s program wrote before it ended.
+    func output(of l: ServiceLaunch) throws -> String {
         let loop = try EpollLoop()
         let p = try ServiceProcess(loop: loop, l)
         var output: [UInt8] = []
@@ -107,21 +106,19 @@ private func makeDirectory() throws -> String {
             loop.stop()
         }
         runLoop(loop, limit: .seconds(10))
-        #expect(String(decoding: output, as: UTF8.self) == "37\n")
+        return String(decoding: output, as: UTF8.self)
+    }
+
+    @Test func limitsAreApplied() throws {
+        var l = launch("ulimit -n")
+        l.maximumOpenFiles = 37
+        #expect(try output(of: l) == "37\n")
     }
 
     @Test(.enabled(if: getuid() == 0, "switching users needs root")) func theProgramRunsAsItsUser() throws {
         var l = launch("id -u")
         l.user = UserAccount(name: "nobody", uid: 65534, gid: 65534, home: "/")
-        let loop = try EpollLoop()
-        let p = try ServiceProcess(loop: loop, l)
-        var output: [UInt8] = []
-        p.onEnd = { _ in
-            while case let .processed(b)? = try? p.connection.read(), !b.isEmpty { output += b }
-            loop.stop()
-        }
-        runLoop(loop, limit: .seconds(10))
-        #expect(String(decoding: output, as: UTF8.self) == "65534\n")
+        #expect(try output(of: l) == "65534\n")
     }
 
     @Test func usersAreFoundByName() {
