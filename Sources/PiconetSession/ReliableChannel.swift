@@ -6,7 +6,8 @@ public struct ReliableConfiguration: Sendable, Equatable {
     public var maximumMessageSize: Int = 1 << 20
     /// Payload bytes per fragment; the session sets it from the path MTU.
     public var fragmentSize: Int = 1400
-    /// Fragments in flight (sent, not yet acknowledged) at most.
+    /// Fragments in flight at most: sent and acknowledged neither cumulatively nor selectively
+    /// (TCP's pipe), so new data keeps leaving while a hole is repaired.
     public var sendWindow: Int = 64
     /// Bytes queued but not yet acknowledged above which the channel reports `.stalled`.
     /// A send is accepted while not stalled, so memory stays below this plus one message.
@@ -110,6 +111,8 @@ public struct ReliableSender: Sendable {
     /// Lowered whenever a deadline is set; made exact by a walk in `poll`.
     private var deadlineFloor: Instant?
     private var peerWindow: Int
+    /// Fragments at or above `head` the peer acknowledged selectively (held in its buffer).
+    private var sackedCount = 0
     public private(set) var bufferedBytes = 0
     public private(set) var isStalled = false
     /// Payload bytes per fragment for messages queued from now on (see `resize(fragmentSize:)`).
@@ -135,6 +138,8 @@ public struct ReliableSender: Sendable {
 
     /// Fragments queued or in flight.
     public var outstandingFragments: Int { fragments.count - head }
+    /// Fragments queued or in flight that the peer does not hold yet (not selectively acknowledged).
+    public var unacknowledgedFragments: Int { fragments.count - head - sackedCount }
     public var isIdle: Bool { outstandingFragments == 0 }
 
     /// Queues one message. Refuses it when too large or when the channel is already stalled.
@@ -163,23 +168,31 @@ public struct ReliableSender: Sendable {
         return .sent
     }
 
-    private var inFlightLimit: Int { max(1, min(configuration.sendWindow, peerWindow)) }
+    /// The first sequence number that may not leave yet. The span beyond the cumulative
+    /// acknowledgement is bounded by what the peer can buffer (its free slots plus those it
+    /// holds for us); what is in flight by the send window, counted without the fragments it
+    /// acknowledged selectively. Without loss this is the cumulative position plus the window.
+    private var windowLimit: UInt64 {
+        @inline(__always) get {
+            let receiveEnd = acknowledgedUpTo &+ UInt64(max(1, peerWindow + sackedCount))
+            let inFlight = max(0, Int(truncatingIfNeeded: sendNext &- acknowledgedUpTo) - sackedCount)
+            let pipeEnd = sendNext &+ UInt64(max(0, max(1, configuration.sendWindow) - inFlight))
+            return min(receiveEnd, pipeEnd)
+        }
+    }
 
     /// Frames to send now: due retransmissions first, then new fragments within the window.
     ///
     /// Costs what it sends, not what is in flight: the in-flight fragments are walked only
     /// when `deadlineFloor` says one may be due, and new ones start at `sendNext` (fragments
-    /// leave in sequence order). A reliable message used to pay a walk of the whole window
-    /// (64 fragment copies) here and another in `nextDeadline`: the reliable-short benchmark's
-    /// main cost (perf, 2026-11-25: a quarter of its cycles in `poll`, another quarter in the
-    /// retain/release of those copies).
+    /// leave in sequence order), so a short message does not pay a walk of the whole window.
     /// Whether `poll(now:)` could return anything: fragments not sent yet, or a deadline that
     /// may have passed. False for a link with nothing reliable in flight (an unreliable stream),
     /// where the poll after each frame only built an empty array.
     @inline(__always)
     public func mayPoll(now: Instant) -> Bool {
         // `poll`'s three ways to act, in its words.
-        let windowEnd = acknowledgedUpTo &+ UInt64(inFlightLimit)
+        let windowEnd = windowLimit
         if windowEnd < sendNext { return true }
         if let floor = deadlineFloor, floor <= now { return true }
         if let p = probeAt, p <= now { return true }
@@ -189,7 +202,7 @@ public struct ReliableSender: Sendable {
 
     public mutating func poll(now: Instant) -> [DataFrame] {
         var out: [DataFrame] = []
-        let windowEnd = acknowledgedUpTo &+ UInt64(inFlightLimit)
+        let windowEnd = windowLimit
         if windowEnd < sendNext {
             // The peer shrank its window below what already left: the rare case, walked in full.
             retransmitDue(now: now, below: windowEnd, into: &out)
@@ -327,7 +340,7 @@ public struct ReliableSender: Sendable {
     /// Inlined: a call from a link's deadline copied the whole sender (~300 bytes) first.
     public var nextDeadline: Instant? {
         @inline(__always) get {
-            let windowEnd = acknowledgedUpTo &+ UInt64(inFlightLimit)
+            let windowEnd = windowLimit
             if windowEnd < sendNext {
                 var earliest = probeAt
                 var i = head
@@ -358,7 +371,7 @@ public struct ReliableSender: Sendable {
         while head < fragments.count, fragments[head].seq < cumulative {
             let f = fragments[head]
             if !f.retransmitted, let t = f.firstSent { sample = now - t }
-            if !f.sacked { covered(f) }
+            if f.sacked { sackedCount -= 1 } else { covered(f) }
             bufferedBytes -= f.payload.count
             head += 1
         }
@@ -376,6 +389,7 @@ public struct ReliableSender: Sendable {
                 let i = head + Int(s - acknowledgedUpTo)
                 if i < fragments.count, !fragments[i].sacked {
                     fragments[i].sacked = true
+                    sackedCount += 1
                     progressed = true
                     covered(fragments[i])
                     if !fragments[i].retransmitted, let t = fragments[i].firstSent { sample = now - t }
@@ -476,6 +490,7 @@ public struct ReliableSender: Sendable {
             }
             fragments.replaceSubrange(start..., with: recut)
             nextSeq = seq
+            sackedCount = fragments[head...].reduce(0) { $0 + ($1.sacked ? 1 : 0) }
         }
         var i = head
         while i < fragments.count {

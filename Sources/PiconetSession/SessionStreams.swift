@@ -117,7 +117,7 @@ extension SessionMachine {
         let window = max(1, configuration.reliable.sendWindow)
         let size = l.channels.sender.fragmentSize
         let limit = configuration.reliable.sendBufferLimit
-        while l.channels.sender.outstandingFragments < window,
+        while l.channels.sender.unacknowledgedFragments < window,
               l.channels.sender.bufferedBytes + size < limit,
               let frame = mux.nextFrame(maxData: max(1, size - StreamFrame.dataHeaderLength)) {
             _ = try? l.channels.sender.enqueue(frame.encoded(), streamLayer: true)

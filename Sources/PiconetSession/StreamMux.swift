@@ -34,7 +34,9 @@ public enum StreamError: Error, Equatable, Sendable, CustomStringConvertible {
 
 public struct StreamConfiguration: Sendable, Equatable {
     /// Credit granted per stream: the bytes the peer may send beyond what our application read.
-    public var receiveWindow = 64 * 1024
+    /// Enough to cover the reliable channel's span while a hole is repaired (its send buffer),
+    /// so a loss does not stop the stream for a round trip.
+    public var receiveWindow = 256 * 1024
     /// Bytes a stream buffers on the sending side before writes are cut short (`.stalled`).
     public var sendBufferLimit = 64 * 1024
     /// Streams open at once per peer, both directions together.

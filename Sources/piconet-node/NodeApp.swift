@@ -98,6 +98,9 @@ final class NodeApp {
         spec.udpBind = .ipv4(0, 0, 0, 0, port: settings.port)
         spec.boardAdapter = profile?.bluetoothAdapter
         spec.listenPSM = settings.psm
+        // A stream's unread bytes stay within its credit: the node keeps the small credit (its
+        // memory budget) over the larger default that keeps a lossy link full.
+        spec.configuration.streams.receiveWindow = 64 * 1024
         spec.trustStorePath = settings.policy == .trustOnFirstUse || settings.policy == .ask ? settings.trustStorePath : nil
         // BT_DEFER_SETUP consent (`none` refuses at the link) and Just Works pairing under it: SessionHost.
         let host = try attempt { () throws(SessionHostError) in try SessionHost(loop: loop, spec) }

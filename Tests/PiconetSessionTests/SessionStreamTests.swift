@@ -105,12 +105,13 @@ func seededBytes(_ count: Int, seed: UInt64) -> [UInt8] {
         #expect(try h.connect(a, b) == .accepted(b.peerID))
         let pa = StreamProbe(a), pb = StreamProbe(b)
         pb.consumesAtOnce = false
-        let data = seededBytes(300_000, seed: 7)
+        // More than the credit and the sender's buffer together: the writer must stall.
+        let window = StreamConfiguration().receiveWindow
+        let data = seededBytes(window + 3 * StreamConfiguration().sendBufferLimit, seed: 7)
         let id = try a.session.openStream(named: "bulk", to: b.peerID)
         var offset = 0
         try Self.pump(h, a, data, from: &offset, on: id, to: b.peerID, limit: .seconds(5))
         h.run(.seconds(2))
-        let window = StreamConfiguration().receiveWindow
         #expect(pb.bytes[id]?.count == window, "exactly the credit arrives, no more: \(pb.bytes[id]?.count ?? 0)")
         #expect(a.session.machine.bufferedStreamBytes(to: b.peerID) <= StreamConfiguration().sendBufferLimit)
         // The reader catches up: the rest follows, and the writer hears it may go on.

@@ -176,7 +176,7 @@ struct StreamPair {
         // Past the credit: the receiver resets the stream.
         p.b.received(.data(id, offset: 0, bytes: [], fin: false))
         p.b.received(.data(id, offset: 0, bytes: [UInt8](repeating: 0, count: 16_000), fin: false))
-        for k in 1...4 { p.b.received(.data(id, offset: UInt64(k * 16_000), bytes: [UInt8](repeating: 0, count: 16_000), fin: false)) }
+        for k in 1...(StreamConfiguration().receiveWindow / 16_000) { p.b.received(.data(id, offset: UInt64(k * 16_000), bytes: [UInt8](repeating: 0, count: 16_000), fin: false)) }
         #expect(p.b.takeEvents().contains(.reset(id, .flowControl, byPeer: false)))
         // A gap, data for a stream never opened, an open with the wrong parity, a number used twice.
         let id2 = try p.a.open(name: "y")
