@@ -49,6 +49,8 @@ struct Link {
         var verificationCode = ""
         /// What the peer's session layer understands (`HandshakePayload` feature bits).
         var features: UInt32 = 0
+        /// Responder: the instance of ours whose channels the initiator said it still holds.
+        var resumes: UInt64 = 0
     }
 
     /// The Noise exchange and its retransmission.
@@ -80,6 +82,10 @@ struct Link {
         var reply: InvitationReplyFrame?
         /// Initiator: the peer's crossing invitation survives; this one waits for it.
         var crossed = false
+        /// Initiator: our third message said we hold the peer's channels (only its accept then
+        /// says whether it continued them), and what the accept said.
+        var claimedResume = false
+        var peerResumed: Bool?
     }
 
     /// Whether the peer is heard from, and when we last sent.

@@ -36,7 +36,9 @@ public struct InvitationFrame: WireCodable, Equatable, Sendable {
     public var encodedLength: Int { 10 + context.count }
 }
 
-/// The invitee's answer (type 0x03, inner): `invitation id u32 | decision u8`.
+/// The invitee's answer (type 0x03, inner): `invitation id u32 | decision u8 | [flags u8]`.
+/// `flags` (bit 0: the invitee continued the channels of the inviter's older link) goes only to
+/// an inviter that announced `HandshakePayload.resumeFeature`: an older one reads five bytes.
 public struct InvitationReplyFrame: WireCodable, Equatable, Sendable {
     public enum Decision: UInt8, Sendable {
         case accepted = 0
@@ -52,10 +54,13 @@ public struct InvitationReplyFrame: WireCodable, Equatable, Sendable {
 
     public var invitationID: UInt32
     public var decision: Decision
+    /// nil: the older form, without flags.
+    public var resumed: Bool?
 
-    public init(invitationID: UInt32, decision: Decision) {
+    public init(invitationID: UInt32, decision: Decision, resumed: Bool? = nil) {
         self.invitationID = invitationID
         self.decision = decision
+        self.resumed = resumed
     }
 
     public init(parsing r: inout ByteReader) throws(WireError) {
@@ -65,14 +70,20 @@ public struct InvitationReplyFrame: WireCodable, Equatable, Sendable {
             throw .invalidValue(field: "invitation decision", reason: "unknown value \(d)")
         }
         self.decision = decision
+        if r.remaining > 0 {
+            let f = try r.readUInt8()
+            guard f & ~1 == 0 else { throw .invalidValue(field: "invitation reply flags", reason: "unknown bits \(f)") }
+            resumed = f == 1
+        }
     }
 
     public func encode(into w: inout ByteWriter) {
         w.writeUInt32(invitationID)
         w.writeUInt8(decision.rawValue)
+        if let resumed { w.writeUInt8(resumed ? 1 : 0) }
     }
 
-    public var encodedLength: Int { 5 }
+    public var encodedLength: Int { resumed == nil ? 5 : 6 }
 }
 
 /// Liveness when there is nothing else to send (type 0x06, inner): `flags u8`

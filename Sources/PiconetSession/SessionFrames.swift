@@ -131,28 +131,35 @@ func wireText(_ text: String, maxBytes: Int) -> String {
 }
 
 ///
-///     preference u8 | instance u64 | name length u8 | name | features u32 | (later extensions)
+///     preference u8 | instance u64 | name length u8 | name | features u32 | [resumes u64] | (later extensions)
 ///
 /// `features` says what the sender's session layer understands beyond messages; a payload
-/// without it (an older peer) means none. Bytes after it are ignored, so a later field does
-/// not break the handshake with this version.
+/// without it (an older peer) means none. `resumes` comes with `resumeFeature`: the initiator's
+/// third message names the responder instance whose channels it still holds (0: none, it starts
+/// over), so a responder never continues channels the other side dropped. Bytes after the
+/// fields this version knows are ignored, so a later field does not break the handshake.
 public struct HandshakePayload: WireCodable, Equatable, Sendable {
     public static let maxNameLength = 63
     /// Feature bits.
     public static let streamsFeature: UInt32 = 1
+    /// The payload carries `resumes`, and the invitee's accept says whether it resumed.
+    public static let resumeFeature: UInt32 = 2
     /// What this version sends.
-    public static let supportedFeatures: UInt32 = streamsFeature
+    public static let supportedFeatures: UInt32 = streamsFeature | resumeFeature
     public var preference: EncryptionPreference
     public var instance: UInt64
     public var displayName: String
     public var features: UInt32
+    /// The peer instance whose channels the sender holds (0: none, or not known yet).
+    public var resumes: UInt64
 
     public init(preference: EncryptionPreference, instance: UInt64, displayName: String,
-                features: UInt32 = HandshakePayload.supportedFeatures) {
+                features: UInt32 = HandshakePayload.supportedFeatures, resumes: UInt64 = 0) {
         self.preference = preference
         self.instance = instance
         self.displayName = displayName
         self.features = features
+        self.resumes = features & HandshakePayload.resumeFeature != 0 ? resumes : 0
     }
 
     public init(parsing r: inout ByteReader) throws(WireError) {
@@ -168,6 +175,7 @@ public struct HandshakePayload: WireCodable, Equatable, Sendable {
         }
         displayName = HandshakePayload.fitted(String(decoding: try r.readBytes(n), as: UTF8.self))
         features = r.remaining >= 4 ? try r.readUInt32() : 0
+        resumes = features & HandshakePayload.resumeFeature != 0 && r.remaining >= 8 ? try r.readUInt64() : 0
         _ = r.readRemaining()
     }
 
@@ -182,9 +190,12 @@ public struct HandshakePayload: WireCodable, Equatable, Sendable {
         w.writeBytes(name)
         // None: the older form (the first handshake message keeps it; it says nothing yet).
         if features != 0 { w.writeUInt32(features) }
+        if features & HandshakePayload.resumeFeature != 0 { w.writeUInt64(resumes) }
     }
 
-    public var encodedLength: Int { (features != 0 ? 14 : 10) + HandshakePayload.fitted(displayName).utf8.count }
+    public var encodedLength: Int {
+        (features != 0 ? 14 : 10) + (features & HandshakePayload.resumeFeature != 0 ? 8 : 0) + HandshakePayload.fitted(displayName).utf8.count
+    }
 }
 
 /// The outer shape of every post-handshake frame.

@@ -219,9 +219,13 @@ extension SessionMachine {
             removeLink(index)
             return
         }
+        // Whether we still hold this responder's channels (the same process as our older link's):
+        // said in the third message, since the responder cannot know that we dropped them.
+        let holds = table.link(of: PeerID(publicKey: rs))?.remote.instance == payload.instance
+        l.invitation.claimedResume = holds
         do {
             let mine = HandshakePayload(preference: configuration.encryption, instance: instance, displayName: identity.displayName,
-                                        features: configuration.features)
+                                        features: configuration.features, resumes: holds ? payload.instance : 0)
             let m3 = try noise.writeMessage(payload: mine.encoded())
             l.remoteIndex = f.senderIndex
             l.handshake.frame = HandshakeFrame(stage: .confirmation, senderIndex: l.index, receiverIndex: f.senderIndex, body: m3).encoded()
@@ -282,6 +286,7 @@ extension SessionMachine {
         l.remote.name = payload.displayName
         l.remote.instance = payload.instance
         l.remote.features = payload.features
+        l.remote.resumes = payload.resumes
         l.remote.verificationCode = shortAuthenticationString(handshakeHash: noise.handshakeHash)
         l.handshake.noise = nil
     }

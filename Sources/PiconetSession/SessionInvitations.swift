@@ -98,7 +98,8 @@ extension SessionMachine {
             decline(index, decision: .declined, now: now)
             return
         }
-        let reply = InvitationReplyFrame(invitationID: l.invitation.frame?.invitationID ?? 0, decision: .accepted)
+        var reply = InvitationReplyFrame(invitationID: l.invitation.frame?.invitationID ?? 0, decision: .accepted)
+        if resumeNegotiated(l) { reply.resumed = table.link(of: peer).map { continues(l, from: $0) } ?? false }
         l.invitation.reply = reply
         finishInvitation(l, .accepted(peer))
         seal(.invitationReply(reply), link: &l, now: now)
@@ -129,6 +130,7 @@ extension SessionMachine {
               r.invitationID == l.invitation.id else { return }
         switch r.decision {
         case .accepted:
+            table[index]?.invitation.peerResumed = r.resumed
             establish(index, now: now)
         case .declined, .timedOut:
             finishInvitation(l, r.decision == .declined ? .declined(peer) : .timedOut)
@@ -146,7 +148,23 @@ extension SessionMachine {
     /// Data from the invitee before its reply arrived: the reply was lost, and data means accepted.
     mutating func implicitAccept(_ index: UInt32, now: Instant) {
         guard let l = table[index], l.initiator, l.phase == .inviting, !l.invitation.crossed else { return }
+        // We said we hold its channels: only the accept says whether the peer continued them.
+        guard !(resumeNegotiated(l) && l.invitation.claimedResume) else { return }
         establish(index, now: now)
+    }
+
+    /// Both sides announced `resumeFeature`: the third message says what the initiator holds,
+    /// the accept what the responder continued.
+    func resumeNegotiated(_ l: Link) -> Bool { configuration.features & l.remote.features & HandshakePayload.resumeFeature != 0 }
+
+    /// Whether the new link `l` continues the channels of the peer's older link `o`: the same
+    /// process on the other side (not a restart) that still holds them too. One side alone
+    /// continuing (the other dropped its link while the close could not cross) would leave
+    /// both reliable channels waiting for sequence numbers the other never sends.
+    func continues(_ l: Link, from o: Link) -> Bool {
+        guard o.remote.instance == l.remote.instance else { return false }
+        guard resumeNegotiated(l) else { return true }   // an older peer: by the instance alone
+        return l.initiator ? l.invitation.claimedResume && l.invitation.peerResumed == true : l.remote.resumes == instance
     }
 
     /// Puts a link in the session as its peer's one link; folds in an older link (resume).
@@ -159,9 +177,18 @@ extension SessionMachine {
             ended(l)
             return
         }
+        if l.initiator, l.invitation.peerResumed == true,
+           !(table.link(of: peer).map { $0.remote.instance == l.remote.instance && l.invitation.claimedResume } ?? false) {
+            // The peer continued channels we no longer hold (our older link ended meanwhile):
+            // neither side can go on from there; a new invitation starts both afresh.
+            finishInvitation(l, .failed("the peer resumed a session this side no longer holds"))
+            seal(.close(CloseFrame(reason: .resumeExpired)), link: &l, now: now)
+            ended(l)
+            return
+        }
         if l.initiator, l.phase == .inviting { finishInvitation(l, .accepted(peer)) }
         if let old = table.linkIndex(of: peer), old != index, let o = table[old] {
-            if o.remote.instance == l.remote.instance {
+            if continues(l, from: o) {
                 // Same process on the other side: continue its reliable streams exactly where they were.
                 l.channels = o.channels
                 table[old]?.channels.streams = nil   // they go on here: not reset with the old link

@@ -112,7 +112,7 @@ public struct SessionMachine {
     ///   gets our static key, an invitation or a session), counted in `statistics.unexpectedPeers`, and the outcome is `.unexpectedPeer(answered)`. With an
     ///   expected peer already in the session over another address, the invitation is a probe:
     ///   if that same key accepts, the session moves to the new link (resuming its streams when
-    ///   the peer did not restart).
+    ///   the peer did not restart and both sides still hold them).
     public mutating func invite(_ address: EndpointAddress, expecting: PeerID? = nil, context: [UInt8], timeout: Duration? = nil,
                                 now: Instant) throws(SessionError) -> (InvitationID, [SessionAction]) {
         guard !isClosed else { throw .closed }

@@ -38,7 +38,7 @@ import Testing
                   others: [HandshakePayload(preference: .none, instance: .max, displayName: "", features: 0)])
         // With features; any prefix of it shorter than the older form must still throw.
         let f = HandshakePayload(preference: .optional, instance: 0x0102, displayName: "hr")
-        fourParts(f, golden: [0x01, 0x02, 0x01, 0, 0, 0, 0, 0, 0, 0x02, 0x68, 0x72, 0x01, 0, 0, 0], seed: 3,
+        fourParts(f, golden: [0x01, 0x02, 0x01, 0, 0, 0, 0, 0, 0, 0x02, 0x68, 0x72, 0x03, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0], seed: 3,
                   others: [HandshakePayload(preference: .none, instance: .max, displayName: "")],
                   truncatable: [0x01, 0x02, 0x01, 0, 0, 0, 0, 0, 0, 0x02, 0x68, 0x72])
         #expect(throws: WireError.tooLong(field: "display name", length: 64, limit: 63)) {
