@@ -166,7 +166,7 @@ let package = Package(
 
         // Hub's HTTP face (runtime level: Hummingbird + Prometheus; only the hub links it).
         .target(name: "PiconetHubServer",
-                dependencies: ["PiconetWire", .product(name: "Hummingbird", package: "hummingbird"),
+                dependencies: ["PiconetHub", "PiconetWire", .product(name: "Hummingbird", package: "hummingbird"),
                                .product(name: "Prometheus", package: "swift-prometheus"),
                                .product(name: "Logging", package: "swift-log")],
                 swiftSettings: swift6),
@@ -216,7 +216,7 @@ let package = Package(
         .executableTarget(name: "piconet-store-tool", dependencies: ["PiconetStore", "PiconetHub", "PiconetSensors", "PiconetPosix"],
                           swiftSettings: swift6),
         .testTarget(name: "PiconetHubServerTests",
-                    dependencies: ["PiconetHubServer", .product(name: "HummingbirdCore", package: "hummingbird"),
+                    dependencies: ["PiconetHubServer", "PiconetHub", .product(name: "HummingbirdCore", package: "hummingbird"),
                                    .product(name: "Logging", package: "swift-log"),
                                    .product(name: "NIOCore", package: "swift-nio"),
                                    .product(name: "NIOEmbedded", package: "swift-nio"),

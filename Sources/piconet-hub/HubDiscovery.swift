@@ -167,9 +167,10 @@ extension HubApp {
         // Kept beyond what the machine knows: nodes the aggregator, the session or Bluetooth still holds.
         var keep = bluetoothNodes.connected
         for n in aggregator.nodeIDs { if let p = PeerID(hex: n.rawValue) { keep.insert(p) } }
-        let candidates = Set(nodeManager.names.keys).union(nodeManager.retryAt.keys).union(nodeManager.targets.keys).union(series.keys)
+        let candidates = Set(nodeManager.names.keys).union(nodeManager.retryAt.keys).union(nodeManager.targets.keys).union(snapshots.series.keys)
         for p in candidates where session.state(of: p) != .notConnected { keep.insert(p) }
-        series = series.filter { nodeManager.isKnown($0.key) || keep.contains($0.key) }
+        let manager = nodeManager
+        snapshots.keepSeries { manager.isKnown($0) || keep.contains($0) }
         nodeManager.prune(at: now, keep: { keep.contains($0) })
     }
 
