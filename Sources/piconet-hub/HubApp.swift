@@ -60,9 +60,8 @@ final class HubApp {
     /// The session's IDs of the machine's Wi-Fi invitations in flight, both ways.
     var wifiInvitations: [InvitationID: NodeClaim] = [:]
     var wifiInvitationIDs: [NodeClaim: InvitationID] = [:]
-    /// Armed for the machine's `nextDeadline`.
-    var nodeTimer: TimerID?
-    var nodeTimerDeadline: Instant?
+    /// Kept at the machine's `nextDeadline`.
+    let nodeTimer: MachineTimer
     var answers: LineInput?
     /// Builds each refresh's snapshot; holds the live page's series, pruned with the node (`forgetGoneNodes`).
     var snapshots = HubSnapshotBuilder()
@@ -95,6 +94,7 @@ final class HubApp {
     init(_ settings: HubSettings) throws {
         self.settings = settings
         loop = try EpollLoop()
+        nodeTimer = MachineTimer(loop: loop)
         startedAt = loop.now
         let profile = try BoardCatalog.profile(settings.board, in: settings.boardsDirectory)
         // The hub invites; it takes invitations only from push subscribers, admitted as --invite
@@ -199,6 +199,10 @@ final class HubApp {
             say("piconet-hub: push store \(push.service.store.path) (\((try? push.service.subscribers().count) ?? 0) subscribers; they join as --invite admits nodes)\n")
         }
         session.onEvent = { [unowned self] in self.handle($0) }
+        nodeTimer.onFire = { [unowned self] in
+            let session = self.session
+            self.perform(self.nodeManager.timerFired(at: self.loop.now, peerState: session.state(of:)))
+        }
         if let bluetooth {
             pairingAgent?.onEvent = { [unowned self] e in
                 if !self.inPlace { say("piconet-hub: \(TerminalText.escaped("\(e)"))\n") }

@@ -126,22 +126,8 @@ extension HubApp {
         }
     }
 
-    /// One loop timer at the node manager's `nextDeadline` (re-armed only when it moves).
-    func armNodeTimer() {
-        let deadline = nodeManager.nextDeadline
-        guard deadline != nodeTimerDeadline else { return }
-        if let t = nodeTimer { loop.cancel(t) }
-        nodeTimer = nil
-        nodeTimerDeadline = deadline
-        guard let deadline else { return }
-        nodeTimer = loop.schedule(at: deadline) { [weak self] in
-            guard let self else { return }
-            self.nodeTimer = nil
-            self.nodeTimerDeadline = nil
-            let session = self.session
-            self.perform(self.nodeManager.timerFired(at: self.loop.now, peerState: session.state(of:)))
-        }
-    }
+    /// Keeps the node timer at the node manager's `nextDeadline` (re-armed only when it moves).
+    func armNodeTimer() { nodeTimer.follow(nodeManager.nextDeadline) }
 
     /// Nodes not connected and silent for `--forget-after` leave the aggregator (their node slot is
     /// free again, counted in its `forgottenNodes`), and every per-node table drops what no live
