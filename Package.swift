@@ -10,6 +10,7 @@
 //                 PiconetGroupRuntime (GroupNode over PeerSession, key proof, journal; CLI only)
 //                   |                                        |
 //   features:     PiconetHub  PiconetSensors  PiconetFleet (pure; Fleet: MQTT payloads, hub only)
+//                 PiconetNodeCore (pure: the node's consent, sample queues, summaries; over Sensors, Session, Indicators)
 //                 PiconetGroup (pure: the Raft-replicated group log; Wire + Loop only)
 //                 PiconetUpdate (pure: board updates, their checks and A/B slot state)
 //                 PiconetAppServices (pure: a service program's life per stream, start admission)
@@ -125,6 +126,11 @@ let package = Package(
                 swiftSettings: swift6),
         .target(name: "PiconetHub", dependencies: ["PiconetSensors", "PiconetWire", "PiconetLoop", "PiconetDiscovery", "PiconetSession"],
                 swiftSettings: swift6),
+        // The node's decisions (consent, sample queues, batches, summaries, tallies) as one machine
+        // piconet-node carries out: above Sensors, which knows nothing of invitations or buttons.
+        .target(name: "PiconetNodeCore",
+                dependencies: ["PiconetSensors", "PiconetSession", "PiconetIndicators", "PiconetLoop", "PiconetWire"],
+                swiftSettings: swift6),
 
         // Group sessions: a Raft-replicated log every member applies in one order (pure; needs
         // only Wire and Loop, so it can serve hubs and, later, terminals over any transport).
@@ -166,7 +172,7 @@ let package = Package(
 
         // Hub's HTTP face (runtime level: Hummingbird + Prometheus; only the hub links it).
         .target(name: "PiconetHubServer",
-                dependencies: ["PiconetWire", .product(name: "Hummingbird", package: "hummingbird"),
+                dependencies: ["PiconetHub", "PiconetWire", .product(name: "Hummingbird", package: "hummingbird"),
                                .product(name: "Prometheus", package: "swift-prometheus"),
                                .product(name: "Logging", package: "swift-log")],
                 swiftSettings: swift6),
@@ -183,7 +189,7 @@ let package = Package(
                           swiftSettings: swift6, linkerSettings: smallBinary),
         // No ArgumentParser in the node: PiconetRuntime's CommandLineSpec keeps ~1.5 MB
         // of FoundationEssentials out of the static binary (16 MB budget).
-        .executableTarget(name: "piconet-node", dependencies: ["PiconetRuntime"],
+        .executableTarget(name: "piconet-node", dependencies: ["PiconetRuntime", "PiconetNodeCore"],
                           swiftSettings: swift6, linkerSettings: smallBinary),
         .executableTarget(name: "piconet-hub",
                           dependencies: ["PiconetRuntime", "PiconetCLI", "PiconetHub", "PiconetHubServer", "PiconetStore",
@@ -208,6 +214,9 @@ let package = Package(
                     swiftSettings: swift6),
         .testTarget(name: "PiconetPushTests", dependencies: ["PiconetPush", "PiconetTestSupport"], swiftSettings: swift6),
         .testTarget(name: "PiconetSensorsTests", dependencies: ["PiconetSensors", "PiconetTestSupport"], swiftSettings: swift6),
+        .testTarget(name: "PiconetNodeCoreTests",
+                    dependencies: ["PiconetNodeCore", "PiconetSensors", "PiconetSession", "PiconetIndicators", "PiconetHub", "PiconetTestSupport"],
+                    swiftSettings: swift6),
         .testTarget(name: "PiconetHubTests", dependencies: ["PiconetHub", "PiconetSensors", "PiconetDiscovery", "PiconetSession", "PiconetTestSupport"],
                     swiftSettings: swift6),
         .testTarget(name: "PiconetStoreTests", dependencies: ["PiconetStore", "PiconetPush", "PiconetTestSupport",
@@ -216,7 +225,7 @@ let package = Package(
         .executableTarget(name: "piconet-store-tool", dependencies: ["PiconetStore", "PiconetHub", "PiconetSensors", "PiconetPosix"],
                           swiftSettings: swift6),
         .testTarget(name: "PiconetHubServerTests",
-                    dependencies: ["PiconetHubServer", .product(name: "HummingbirdCore", package: "hummingbird"),
+                    dependencies: ["PiconetHubServer", "PiconetHub", .product(name: "HummingbirdCore", package: "hummingbird"),
                                    .product(name: "Logging", package: "swift-log"),
                                    .product(name: "NIOCore", package: "swift-nio"),
                                    .product(name: "NIOEmbedded", package: "swift-nio"),
@@ -247,7 +256,8 @@ if let only = Context.environment["PICONET_TEST_TARGETS"], !only.isEmpty {
 let nodeGraph: Set<String> = [
     "CBlueZ", "CGPIOD", "CSodium", "CMath", "CPiconetPosix",
     "PiconetWire", "PiconetLoop", "PiconetPosix", "PiconetIndicators", "PiconetLights",
-    "PiconetDiscovery", "PiconetSession", "PiconetSensors", "PiconetUpdate", "PiconetAppServices", "PiconetRuntime", "piconet-node",
+    "PiconetDiscovery", "PiconetSession", "PiconetSensors", "PiconetUpdate", "PiconetAppServices", "PiconetNodeCore", "PiconetRuntime",
+    "piconet-node",
     // Not linked by the node yet; kept in the graph so the Embedded build checks it.
     "PiconetPush",
 ]

@@ -1,3 +1,4 @@
+import PiconetHub
 import Synchronization
 
 /// The one hand-over point between the hub's loop thread and HTTP threads.

@@ -1,6 +1,7 @@
 import Hummingbird
 import Logging
 import Prometheus
+import PiconetHub
 import PiconetWire
 import Synchronization
 

@@ -1,29 +1,8 @@
 import Hummingbird
+import PiconetHub
 import PiconetWire
 
-/// Local push as `/api/push` and `piconet-hub --json` show it (`hub.push`); absent when the hub
-/// runs without a push store. Counters since the hub started.
-public struct HubPushInfo: Sendable, Codable, Equatable {
-    /// Pushes written to a subscriber's queue (one post to three subscribers counts three).
-    public var queuedTotal: UInt64 = 0
-    /// Acknowledged by the subscriber as stored.
-    public var deliveredTotal: UInt64 = 0
-    /// Dropped undelivered to make room in a full queue (the oldest normal push goes first).
-    public var droppedTotal: UInt64 = 0
-    /// Past their TTL undelivered (or, urgent, unacknowledged by a person).
-    public var expiredTotal: UInt64 = 0
-    /// Keys that asked to join the hub's session and that its invitation policy refused.
-    public var strangersRefusedTotal: UInt64 = 0
-    /// Push store writes that failed (the posts of that moment were answered 503).
-    public var storeFailuresTotal: UInt64 = 0
-    /// Alert rules (`--alert`) that began to hold and were pushed, and those that could not be
-    /// (no subscriber yet, a full queue, the store).
-    public var alertsTotal: UInt64 = 0
-    public var alertsNotPushedTotal: UInt64 = 0
-    public var subscribers: [HubPushSubscriber] = []
-
-    public init() {}
-
+extension HubPushInfo {
     public var json: JSON {
         var o = JSONObject()
         o["alertsNotPushedTotal"] = .integer(Int64(clamping: alertsNotPushedTotal))
@@ -39,18 +18,7 @@ public struct HubPushInfo: Sendable, Codable, Equatable {
     }
 }
 
-/// One subscriber: its peer ID, whether its subscription is live, pushes waiting for it.
-public struct HubPushSubscriber: Sendable, Codable, Equatable {
-    public var id: String
-    public var subscribed: Bool
-    public var held: Int
-
-    public init(id: String, subscribed: Bool, held: Int) {
-        self.id = id
-        self.subscribed = subscribed
-        self.held = held
-    }
-
+extension HubPushSubscriber {
     public var json: JSON {
         var o = JSONObject()
         o["held"] = .integer(Int64(held))

@@ -1,3 +1,4 @@
+import PiconetHub
 import PiconetWire
 
 // The hub's one JSON path: every object the HTTP API, the live page, its event stream and

@@ -1,3 +1,4 @@
+import PiconetHub
 import PiconetWire
 
 /// The hub's terminal view: a fixed-width table of every node's aggregates.

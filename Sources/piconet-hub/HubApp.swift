@@ -60,13 +60,11 @@ final class HubApp {
     /// The session's IDs of the machine's Wi-Fi invitations in flight, both ways.
     var wifiInvitations: [InvitationID: NodeClaim] = [:]
     var wifiInvitationIDs: [NodeClaim: InvitationID] = [:]
-    /// Armed for the machine's `nextDeadline`.
-    var nodeTimer: TimerID?
-    var nodeTimerDeadline: Instant?
+    /// Kept at the machine's `nextDeadline`.
+    let nodeTimer: MachineTimer
     var answers: LineInput?
-    /// Per node, 1 Hz points for the live page; bounded to `seriesLimit` points, and pruned with
-    /// the node (`forgetGoneNodes`).
-    var series: [PeerID: [SeriesPoint]] = [:]
+    /// Builds each refresh's snapshot; holds the live page's series, pruned with the node (`forgetGoneNodes`).
+    var snapshots = HubSnapshotBuilder()
     var rejected: UInt64 = 0
     /// `--latency-report`: per-batch delay from the node making it to the aggregate taking it,
     /// in µs; bounded (the newest are dropped beyond the cap, and counted).
@@ -91,12 +89,12 @@ final class HubApp {
     /// `--alert`: conditions that push, deduplicated (evaluated once a second in `refresh`).
     var alertRules: AlertRules
 
-    static let seriesLimit = 600
     static let inviteRetry = HubNodeManager.inviteRetry
 
     init(_ settings: HubSettings) throws {
         self.settings = settings
         loop = try EpollLoop()
+        nodeTimer = MachineTimer(loop: loop)
         startedAt = loop.now
         let profile = try BoardCatalog.profile(settings.board, in: settings.boardsDirectory)
         // The hub invites; it takes invitations only from push subscribers, admitted as --invite
@@ -201,6 +199,10 @@ final class HubApp {
             say("piconet-hub: push store \(push.service.store.path) (\((try? push.service.subscribers().count) ?? 0) subscribers; they join as --invite admits nodes)\n")
         }
         session.onEvent = { [unowned self] in self.handle($0) }
+        nodeTimer.onFire = { [unowned self] in
+            let session = self.session
+            self.perform(self.nodeManager.timerFired(at: self.loop.now, peerState: session.state(of:)))
+        }
         if let bluetooth {
             pairingAgent?.onEvent = { [unowned self] e in
                 if !self.inPlace { say("piconet-hub: \(TerminalText.escaped("\(e)"))\n") }
@@ -355,21 +357,6 @@ final class HubApp {
         }
     }
 
-    /// The node's reliable summaries as `/api/nodes` shows them (`reliable`).
-    static func reliableStatus(_ d: ReliableDeliveryCheck) -> ReliableDeliveryStatus {
-        let t = d.totals
-        return ReliableDeliveryStatus(
-            incarnations: t.incarnations, received: t.received, acknowledged: t.acknowledged, abandoned: t.abandoned,
-            gaps: t.gaps, unexplainedGaps: t.unexplainedGaps, duplicates: t.duplicates, outOfOrder: t.outOfOrder,
-            missing: t.missing, failed: t.failed, stale: d.stale,
-            recent: d.incarnations.map { i in
-                ReliableIncarnationStatus(epoch: Int(i.epoch), first: Int(i.first), highest: Int(i.highest),
-                                          contiguous: Int(i.contiguous), received: i.received, acknowledged: Int(i.acknowledged),
-                                          abandoned: Int(i.abandoned), gaps: i.gaps, duplicates: i.duplicates,
-                                          outOfOrder: i.outOfOrder, missing: i.missing)
-            })
-    }
-
     /// "count N\np50_us X\np99_us Y\nmax_us Z\ndropped D\n" — read by scripts/bench.d/66-e2e-latency.
     func writeLatencyReport(_ path: String) {
         let sorted = latencies.sorted()
@@ -384,73 +371,25 @@ final class HubApp {
         ticks += 1
         let now = loop.now
         let snaps = aggregator.snapshots(at: now)
-        var nodes: [NodeStatus] = []
-        var observations: [AlertObservation] = []
-        let alerting = push != nil && !alertRules.rules.isEmpty
         if ticks % 10 == 0 { forgetGoneNodes() }
         if ticks % 30 == 0, let host = settings.httpHost { httpAccess?.setHosts(Self.ownHostNames(), boundHost: host) }
-        var peers = Set(nodeManager.services.values.compactMap(HubNodeManager.claimedPeer))
-        for s in snaps { if let p = PeerID(hex: s.id.rawValue) { peers.insert(p) } }
-        let byID = Dictionary(snaps.map { ($0.id.rawValue, $0) }, uniquingKeysWith: { a, _ in a })
-        for peer in peers.sorted() {
-            let snap = byID[peer.description]
-            let ten = snap?.tenSeconds, sixty = snap?.sixtySeconds, whole = snap?.session
-            let bpm = snap?.latestBPM.map(Double.init)
-            var points = series[peer] ?? []
-            if snap?.isActive == true {
-                SeriesPoint.append(SeriesPoint(t: wall(now), bpm: bpm, activity: ten?.activity), to: &points, limit: Self.seriesLimit)
-                series[peer] = points
-            }
-            // The proved name (a record's until the node connected); hints only in the status lines.
-            var status = NodeStatus(id: peer.description, name: nodeManager.displayName(of: peer) ?? String(peer.description.prefix(8)),
-                                    state: nodeManager.stateWord(of: peer, session.state(of: peer)))
-            status.bpm = bpm
-            status.min = sixty?.bpmMin
-            status.avg = sixty?.bpmMean
-            status.max = sixty?.bpmMax
-            status.rmssd = sixty?.rmssd
-            status.sdnn = sixty?.sdnn
-            status.activity = ten?.activity
-            status.steps = whole?.steps ?? 0
-            status.cadence = sixty?.cadence
-            status.loss = whole?.lossRatio ?? 0
-            status.latencyMs = sixty?.latencyMean
-            status.lastSeen = snap.map { wall($0.lastSeen) }
-            status.series = points
-            let record = record(of: peer)
-            status.profile = record?.info.string("profile")
-            status.board = record?.info.string("board")
-            status.sensorLocation = snap?.latestSummary?.sensorLocation?.description
-            if let d = snap?.delivery, d.current != nil { status.reliable = Self.reliableStatus(d) }
-            nodes.append(status)
-            if alerting { observations.append(AlertObservation(node: peer.description, name: status.name, bpm: bpm, lastSample: snap?.lastSeen,
-                                                 connected: session.state(of: peer) == .connected,
-                                                 lost: snap != nil && session.state(of: peer) != .connected)) }
-        }
+        let session = session
+        let built = snapshots.nodes(snaps, manager: nodeManager, state: { session.state(of: $0) }, at: now, wallOffset: wallOffset)
         if ticks % 10 == 0 { recorder.record(snaps, at: WallClock.nanosecondsSinceEpoch()) }
         recorder.flushIfDue(at: now)
         // --retention-days and the batch cap: a minute's worth of old segments at a time.
         if ticks % 60 == 1 { recorder.applyRetention(now: WallClock.nanosecondsSinceEpoch()) }
-        var info = HubInfo(name: settings.name, messagesTotal: UInt64(aggregator.counters.messages), rejectedTotal: rejected)
-        info.unexpectedPeersTotal = UInt64(nodeManager.counters.impostorAnswers)
-        info.forgottenNodesTotal = UInt64(aggregator.counters.forgottenNodes)
-        info.discoveryDroppedTotal = UInt64(nodeManager.counters.discoveryDropped)
-        info.drops = Self.drops(session.statistics, browser?.statistics ?? [],
-                                kernel: (host.udp?.statistics.kernelDropped ?? 0) + (browser?.kernelDropped ?? 0))
-        // History rows offered with no database (`--db off`: counted, never queued) and rows a
-        // failing store's full queue dropped.
-        info.drops["historyNotRecorded"] = UInt64(recorder.notRecorded)
-        // Records of nodes `--invite` does not admit: listed as not admitted, never invited.
-        info.drops["nodesNotAdmitted"] = UInt64(nodeManager.counters.notAdmitted)
-        info.drops["historyQueueDropped"] = UInt64(recorder.dropped)
-        if case let .memoryOnly(e) = recorder.mode {
-            info.storeHealthy = false
-            info.storeMessage = "\(e)"
-        }
-        info.mqtt = exportRefresh(nodes, snaps)
-        if alerting, let push { push.alert(alertRules.evaluate(observations, at: now)) }
+        var failure: String?
+        if case let .memoryOnly(e) = recorder.mode { failure = "\(e)" }
+        var info = HubSnapshotBuilder.info(
+            name: settings.name, aggregator: aggregator.counters, rejected: rejected, manager: nodeManager.counters,
+            session: session.statistics, browsers: browser?.statistics ?? [],
+            kernelDropped: (host.udp?.statistics.kernelDropped ?? 0) + (browser?.kernelDropped ?? 0),
+            history: .init(notRecorded: recorder.notRecorded, queueDropped: recorder.dropped, failure: failure))
+        info.mqtt = exportRefresh(built.nodes, snaps)
+        if let push, !alertRules.rules.isEmpty { push.alert(alertRules.evaluate(built.observations, at: now)) }
         info.push = push?.info
-        let snapshot = HubSnapshot(generatedAt: WallClock.secondsSinceEpoch(), hub: info, nodes: nodes)
+        let snapshot = HubSnapshot(generatedAt: WallClock.secondsSinceEpoch(), hub: info, nodes: built.nodes)
         feed.publish(snapshot)
         if settings.json {
             Console.out(snapshot.jsonLine)
@@ -464,33 +403,5 @@ final class HubApp {
         var c = MDNSBrowser.Configuration()
         HubCapacity.default.apply(to: &c)
         return c
-    }
-
-    /// The drop and refusal counters `/api/stats` shows (`HubInfo.drops`), by name; with
-    /// `mdnsReceived` (not a drop: how many mDNS packets the browser saw, the scale for the rest);
-    /// `kernelReceiveDropped`: datagrams the kernel dropped at the session and mDNS sockets, their
-    /// receive buffers full (SO_RXQ_OVFL), which never reach the counters above.
-    static func drops(_ st: SessionStatistics, _ browsers: [MDNSBrowser.Stats], kernel: Int) -> [String: UInt64] {
-        func n(_ v: Int) -> UInt64 { UInt64(max(0, v)) }
-        var d: [String: UInt64] = [
-            "sessionMalformed": n(st.malformedDropped), "sessionAuthenticationFailures": n(st.authenticationFailures),
-            "sessionReplays": n(st.replaysDropped), "sessionUnknownLink": n(st.unknownLinkDropped),
-            "sessionHandshakesThrottled": n(st.handshakesThrottled), "sessionCookieReplies": n(st.cookieRepliesSent),
-            "sessionCookieFailures": n(st.cookieFailures), "sessionHandshakeSourcesEvicted": n(st.handshakeSourcesEvicted),
-            "sessionOversize": n(st.oversizeReceived), "sessionReceiveBufferRefused": n(st.receiveBufferRefused),
-            "sessionPeersRefused": n(st.peersRefused), "sessionHandshakeFailures": n(st.handshakeFailures),
-            "sessionHalfOpenExpired": n(st.halfOpenExpired), "sessionProtocolViolations": n(st.protocolViolations),
-            "sessionHandshakeRestarts": n(st.handshakeRestarts),
-            "kernelReceiveDropped": n(kernel),
-        ]
-        for b in browsers {
-            d["mdnsMalformed", default: 0] += n(b.malformed)
-            d["mdnsCacheFull", default: 0] += n(b.cacheFull)
-            d["mdnsServicesDropped", default: 0] += n(b.servicesDropped)
-            d["mdnsEvicted", default: 0] += n(b.evicted)
-            d["mdnsSourceQuotaEvictions", default: 0] += n(b.sourceQuotaEvictions)
-            d["mdnsReceived", default: 0] += n(b.received)
-        }
-        return d
     }
 }

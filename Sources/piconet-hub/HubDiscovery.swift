@@ -126,22 +126,8 @@ extension HubApp {
         }
     }
 
-    /// One loop timer at the node manager's `nextDeadline` (re-armed only when it moves).
-    func armNodeTimer() {
-        let deadline = nodeManager.nextDeadline
-        guard deadline != nodeTimerDeadline else { return }
-        if let t = nodeTimer { loop.cancel(t) }
-        nodeTimer = nil
-        nodeTimerDeadline = deadline
-        guard let deadline else { return }
-        nodeTimer = loop.schedule(at: deadline) { [weak self] in
-            guard let self else { return }
-            self.nodeTimer = nil
-            self.nodeTimerDeadline = nil
-            let session = self.session
-            self.perform(self.nodeManager.timerFired(at: self.loop.now, peerState: session.state(of:)))
-        }
-    }
+    /// Keeps the node timer at the node manager's `nextDeadline` (re-armed only when it moves).
+    func armNodeTimer() { nodeTimer.follow(nodeManager.nextDeadline) }
 
     /// Nodes not connected and silent for `--forget-after` leave the aggregator (their node slot is
     /// free again, counted in its `forgottenNodes`), and every per-node table drops what no live
@@ -167,9 +153,10 @@ extension HubApp {
         // Kept beyond what the machine knows: nodes the aggregator, the session or Bluetooth still holds.
         var keep = bluetoothNodes.connected
         for n in aggregator.nodeIDs { if let p = PeerID(hex: n.rawValue) { keep.insert(p) } }
-        let candidates = Set(nodeManager.names.keys).union(nodeManager.retryAt.keys).union(nodeManager.targets.keys).union(series.keys)
+        let candidates = Set(nodeManager.names.keys).union(nodeManager.retryAt.keys).union(nodeManager.targets.keys).union(snapshots.series.keys)
         for p in candidates where session.state(of: p) != .notConnected { keep.insert(p) }
-        series = series.filter { nodeManager.isKnown($0.key) || keep.contains($0.key) }
+        let manager = nodeManager
+        snapshots.keepSeries { manager.isKnown($0) || keep.contains($0) }
         nodeManager.prune(at: now, keep: { keep.contains($0) })
     }
 

@@ -2,6 +2,7 @@ import PiconetDiscovery
 import PiconetIndicators
 import PiconetLights
 import PiconetLoop
+import PiconetNodeCore
 import PiconetPosix
 import PiconetRuntime
 import PiconetSensors
@@ -41,24 +42,13 @@ final class NodeApp {
     /// Set when a radio failed after start (e.g. LE advertising refused): `run` throws it.
     var failure: NodeFailure?
     let lights: BoardLights?
-    var wearable: SimulatedWearable
-    var batcher: SampleBatcher
-    var hubs: Set<PeerID> = []
-    /// `--accept ask`: which invitation the button answers (one on show at a time; collisions decline all).
-    var consent = ButtonConsent<NodeInvitation>()
-    var consentTimer: TimerID?
-    /// True once the board's button is watched; without one `ask` admits only trusted keys.
-    var hasButton = false
-    /// `ask` invitations from untrusted keys declined because nobody can press a button.
-    var declinedWithoutButton = 0
+    /// The node's decisions (consent, sample queues, batches, summaries, tallies); this class
+    /// carries its actions out.
+    var core: NodeCore
+    /// Kept at the core's `nextDeadline` (the end of a consent busy period); none while nothing is due.
+    let consentTimer: MachineTimer
     var streamTimer: RepeatingTimer?
     var summaryTimer: RepeatingTimer?
-    var sent = (batches: 0, dropped: 0, summaries: 0)
-    /// Per hub: the numbers of the reliable summaries sent to it and how many it acknowledged
-    /// (stamped into each summary; the hub checks them end to end). At most `tallyLimit`: a
-    /// hub that left makes room for a new one.
-    var tallies: [PeerID: ReliableSendTally] = [:]
-    static let tallyLimit = 8
     var stopping = false
     /// `--services-dir`: the declared application services, started per stream on demand.
     var appServices: AppServices?
@@ -73,17 +63,8 @@ final class NodeApp {
     /// `--hr-sensor auto` while it scans (then `heartRateSensor`).
     var sensorFinder: HeartRateSensorFinder?
     static let autoScanWindow: Duration = .seconds(6)
-    /// Measurements from the strap waiting for the next batch: at most `realHeartRateLimit`, oldest dropped (counted).
-    var realHeartRate: [HeartRateSample] = []
-    var realHeartRateDropped = 0
-    static let realHeartRateLimit = 64
     /// `--motion iio:NAME`: the IMU (its samples replace the simulated motion).
     var motionDevice: IIOMotionLink?
-    /// Samples from the IMU waiting for the next batch: at most `realMotionLimit`, oldest dropped (counted).
-    var realMotion: [MotionSample] = []
-    var realMotionDropped = 0
-    static let realMotionLimit = 256
-
     static let batchPeriod: Duration = .milliseconds(250)
     static let summaryPeriod: Duration = .seconds(5)
 
@@ -91,6 +72,7 @@ final class NodeApp {
         self.settings = settings
         let loop = try attempt { () throws(IOError) in try EpollLoop() }
         self.loop = loop
+        consentTimer = MachineTimer(loop: loop)
         let profile = try attempt { () throws(BoardProfileError) in try BoardCatalog.profile(settings.board, in: settings.boardsDirectory) }
         var spec = SessionHostSpec(keyFile: settings.identityPath, displayName: settings.name, encryption: settings.encryption,
                                    policy: settings.policy, transport: settings.transport, interfaces: settings.interfaces,
@@ -110,13 +92,18 @@ final class NodeApp {
         session = host.session
         trust = host.trust
         pairingAgent = host.pairingAgent
-        wearable = SimulatedWearable(seed: settings.seed, start: loop.now, configuration: {
+        let wearable = SimulatedWearable(seed: settings.seed, start: loop.now, configuration: {
             var c = SimulatedWearable.Configuration()
             c.profile = settings.profile
             c.motionHertz = settings.motionHz
             return c
         }())
-        batcher = SampleBatcher(epoch: UInt16(truncatingIfNeeded: WallClock.nanosecondsSinceEpoch() >> 20))
+        var realMotion = false
+        if case .iio = settings.motion { realMotion = true }
+        core = NodeCore(configuration: NodeCore.Configuration(policy: settings.policy, trustStorePath: settings.trustStorePath,
+                                                              realHeartRate: settings.hrSensor != nil || settings.hrSensorAuto,
+                                                              realMotion: realMotion),
+                        wearable: wearable, batcher: SampleBatcher(epoch: UInt16(truncatingIfNeeded: WallClock.nanosecondsSinceEpoch() >> 20)))
         if let profile {
             lights = BoardLights.openOrSimulate(profile: profile, loop: loop, log: { Console.err("piconet-node: \($0)\n") }).lights
         } else {
@@ -152,6 +139,10 @@ final class NodeApp {
 
     func run() throws(NodeFailure) {
         session.onEvent = { [weakSelf] in weakSelf.owner?.handle($0) }
+        consentTimer.onFire = { [weakSelf] in
+            guard let self = weakSelf.owner else { return }
+            self.apply(self.core.timerFired(at: self.loop.now))
+        }
         if let updates {
             updates.log = { [weakSelf] in weakSelf.owner?.log($0) }
             updates.onRestart = { [weakSelf] in
@@ -189,12 +180,12 @@ final class NodeApp {
         if let finder = sensorFinder { findHeartRateSensor(finder) }
         if let imu = motionDevice {
             imu.onEvent = { [weakSelf] e in weakSelf.owner?.log(e.description) }
-            imu.onSamples = { [weakSelf] samples in weakSelf.owner?.addMotion(samples) }
+            imu.onSamples = { [weakSelf] samples in weakSelf.owner?.core.motion(samples) }
             try attempt { () throws(IIODeviceError) in try imu.start() }
         }
         lights?.driver.show(.advertising)
-        if (try? lights?.watchButton(on: loop) { [weakSelf] e in weakSelf.owner?.button(e) }) != nil, lights?.button != nil { hasButton = true }
-        if settings.policy == .ask, !hasButton {
+        if (try? lights?.watchButton(on: loop) { [weakSelf] e in weakSelf.owner?.button(e) }) != nil, lights?.button != nil { core.hasButton = true }
+        if settings.policy == .ask, !core.hasButton {
             log("no button on board '\(settings.board)': only trusted hubs (\(trust?.count ?? 0) in \(settings.trustStorePath)) are admitted, "
                 + "every other invitation is declined; pin a hub with --accept <its peer ID>")
         }
@@ -241,8 +232,7 @@ final class NodeApp {
         }
         hr.onMeasurement = { [weakSelf] m, at in
             guard let self = weakSelf.owner else { return }
-            if self.realHeartRate.count >= Self.realHeartRateLimit { self.realHeartRate.removeFirst(); self.realHeartRateDropped += 1 }
-            self.realHeartRate.append(HeartRateSample(time: at, measurement: m))
+            self.core.heartRate(HeartRateSample(time: at, measurement: m))
         }
         hr.start()
     }
@@ -311,7 +301,7 @@ final class NodeApp {
         stopping = true
         log("stopping: goodbye to browsers, closing the session")
         logDrops()
-        logSummaries()
+        for line in core.summaryLines(links: reliableLink) { log(line) }
         streamTimer?.cancel()
         summaryTimer?.cancel()
         heartRateSensor?.stop()
@@ -349,38 +339,16 @@ final class NodeApp {
     func handle(_ event: SessionEvent) {
         if let updates, updates.handle(event) { return }
         if let appServices, appServices.handle(event) { return }
-        // An invitation on show that ended without the button (timeout, inviter gone): stop asking.
-        if case let .invitationFinished(id, _) = event, let shown = consent.shown, shown.id == id {
-            apply(consent.withdrawn(shown, at: loop.now))
-        }
         switch event {
         case let .invitationReceived(request):
             // Only `ask` reaches here; the other policies answer inside the session.
-            guard offerToButton(request) else { return }
-            lights?.driver.show(.invitationPending)
-            log("invitation from \(TerminalText.escaped(request.displayName)) (\(request.peer)), code \(request.verificationCode): press the button to accept, hold to decline")
-        case let .invitationFinished(_, outcome):
-            log("invitation: \(outcome)\(declineReason(outcome))")
-            // A hub admitted on first use stays trusted after a restart only once it is on disk.
-            if let failure = trust?.saveIfChanged() { Console.err("piconet-node: \(failure)\n") }
+            apply(core.invited(request, trusted: session.trustStore.contains(request.peer), at: loop.now))
+        case let .invitationFinished(id, outcome):
+            // An invitation on show that ended without the button (timeout, inviter gone): stop asking.
+            apply(core.invitationFinished(id, outcome, at: loop.now))
         case let .peerStateChanged(peer, state):
             log("peer \(peer): \(HumanWords.state(state))")
-            switch state {
-            case .connected:
-                hubs.insert(peer)
-                lights?.driver.show(.paired)
-                startStreaming()
-            case .connecting:
-                lights?.driver.show(.lost)
-            case .notConnected:
-                hubs.remove(peer)
-                // The session dropped the link and its reliable queue: what was in flight is abandoned.
-                tallies[peer]?.linkEnded()
-                if hubs.isEmpty {
-                    stopStreaming()
-                    lights?.driver.show(.advertising)
-                }
-            }
+            apply(core.peerStateChanged(peer, state, at: loop.now))
         case let .received(bytes, from, _):
             log("message of \(bytes.count) bytes from \(from)")
         case let .stream(peer, .opened(id, _)):
@@ -392,193 +360,58 @@ final class NodeApp {
         }
     }
 
-    /// Why this node said no, for the log: under `tofu` a decline means another key is pinned.
-    func declineReason(_ outcome: InvitationOutcome) -> String {
-        guard case .declined = outcome, settings.policy == .trustOnFirstUse else { return "" }
-        return " (trust on first use: another hub's key is pinned in \(settings.trustStorePath);"
-            + " move that file away to trust afresh)"
-    }
+    func button(_ event: ButtonEvent) { apply(core.pressed(event, at: loop.now)) }
 
-    /// `ask`: a trusted key is admitted at once; without a button every other key is declined;
-    /// otherwise the invitation goes to the consent machine. True when it is now on show.
-    func offerToButton(_ request: InvitationRequest) -> Bool {
-        if session.trustStore.contains(request.peer) {
-            log("invitation from trusted hub \(request.peer): accepted")
-            respond(request.id, accept: true)
-            return false
-        }
-        guard hasButton else {
-            declinedWithoutButton += 1
-            // A stranger may invite many times a second: say it on the 1st, 2nd, 4th, 8th, … time.
-            if declinedWithoutButton & (declinedWithoutButton - 1) == 0 {
-                log("declined invitation from \(request.peer): not a trusted hub and no button to ask (\(declinedWithoutButton) declined so far)")
-            }
-            respond(request.id, accept: false)
-            return false
-        }
-        let offered = NodeInvitation(id: request.id, peer: request.peer, name: request.displayName)
-        apply(consent.offered(offered, at: loop.now))
-        return consent.shown == offered
-    }
-
-    func button(_ event: ButtonEvent) {
-        let ignoredBefore = consent.pressesIgnored
-        apply(consent.pressed(event, at: loop.now))
-        if consent.pressesIgnored > ignoredBefore {
-            log(consent.isBusy ? "button: ignored, several invitations collided (busy)"
-                               : "button: ignored, pressed less than a second after the invitation appeared; press again")
-        }
-    }
-
-    /// Carries out the consent machine's actions and arms its timer.
-    func apply(_ actions: [ButtonConsent<NodeInvitation>.Action]) {
+    /// Carries out the core's actions and arms the consent machine's timer.
+    func apply(_ actions: [NodeCore.Action]) {
         for action in actions {
             switch action {
-            case let .accept(invitation):
-                log("button: accepted \(invitation.peer)")
-                respond(invitation.id, accept: true)
+            case let .respond(id, accept):
+                do { try session.respond(to: id, accept: accept) } catch { log("invitation: \(error)") }
+            case let .trust(peer, name):
                 // The person's yes outlives the process: the next restart admits this key without a press.
-                if !session.trustStore.trust(invitation.peer, name: invitation.name) {
-                    log("trust store full (\(session.trustStore.capacity) keys): \(invitation.peer) admitted this time only")
+                if !session.trustStore.trust(peer, name: name) {
+                    log("trust store full (\(session.trustStore.capacity) keys): \(peer) admitted this time only")
                 }
                 if let failure = trust?.saveIfChanged() { Console.err("piconet-node: \(failure)\n") }
-            case let .decline(invitation):
-                // While busy a stranger may invite many times a second: say it on the 1st, 2nd, 4th, … collision.
-                let n = consent.declinedCollisions
-                if !consent.isBusy { log("button: declined \(invitation.peer)") }
-                else if n & (n - 1) == 0 { log("declined \(invitation.peer): several invitations at once (\(n) declined so far)") }
-                respond(invitation.id, accept: false)
-            case .showPending:
-                lights?.driver.show(.invitationPending)
-            case .showBusy:
-                log("several invitations at once: all declined; the button answers none until they stop for "
-                    + "\(consent.busyHold.components.seconds) s (\(consent.declinedCollisions) declined so far)")
-                lights?.driver.show(.consentBusy)
-            case .showResume:
-                lights?.driver.show(hubs.isEmpty ? .advertising : .paired)
+            case .saveTrust:
+                if let failure = trust?.saveIfChanged() { Console.err("piconet-node: \(failure)\n") }
+            case let .show(state):
+                lights?.driver.show(state)
             case .identify:
                 lights?.driver.identify()
+            case .startStreaming:
+                streamTimer = loop.scheduleRepeating(every: Self.batchPeriod) { [weakSelf] in weakSelf.owner?.pump() }
+                summaryTimer = loop.scheduleRepeating(every: Self.summaryPeriod) { [weakSelf] in weakSelf.owner?.sendSummary() }
+            case .stopStreaming:
+                streamTimer?.cancel()
+                streamTimer = nil
+                summaryTimer?.cancel()
+                summaryTimer = nil
+            case let .sendSamples(frame):
+                core.samplesSent((try? session.send(frame, to: Array(core.hubs), mode: .unreliable)) != nil)
+            case let .sendSummary(frame, hub):
+                core.summarySent(to: hub, queued: (try? session.send(frame, to: [hub], mode: .reliable)) != nil)
+            case .flashActivity:
+                lights?.driver.flashActivity()
+            case let .log(line):
+                log(line)
             }
         }
-        if let timer = consentTimer { loop.cancel(timer) }
-        consentTimer = consent.nextDeadline.map { deadline in
-            loop.schedule(at: deadline) { [weakSelf] in
-                guard let self = weakSelf.owner else { return }
-                self.consentTimer = nil
-                self.apply(self.consent.timerFired(at: self.loop.now))
-            }
-        }
+        consentTimer.follow(core.nextDeadline)
     }
 
-    func respond(_ id: InvitationID, accept: Bool) {
-        do { try session.respond(to: id, accept: accept) } catch { log("invitation: \(error)") }
-    }
-
-    func startStreaming() {
-        guard streamTimer == nil else { return }
-        // Samples generated while no hub listened are not news: start from now.
-        _ = wearable.samples(upTo: loop.now)
-        realHeartRate.removeAll()
-        realMotion.removeAll()
-        streamTimer = loop.scheduleRepeating(every: Self.batchPeriod) { [weakSelf] in weakSelf.owner?.pump() }
-        summaryTimer = loop.scheduleRepeating(every: Self.summaryPeriod) { [weakSelf] in weakSelf.owner?.sendSummary() }
-    }
-
-    func stopStreaming() {
-        streamTimer?.cancel()
-        streamTimer = nil
-        summaryTimer?.cancel()
-        summaryTimer = nil
-    }
-
-    func pump() {
-        let now = loop.now
-        var batches: [SampleBatch] = []
-        for s in wearable.samples(upTo: now) {
-            if heartRateSensor != nil || settings.hrSensorAuto, case .heartRate = s { continue }
-            if motionDevice != nil, case .motion = s { continue }
-            batches += batcher.add(s, at: now)
-        }
-        for h in realHeartRate { batches += batcher.add(.heartRate(h), at: now) }
-        realHeartRate.removeAll()
-        for m in realMotion { batches += batcher.add(.motion(m), at: now) }
-        realMotion.removeAll()
-        batches += batcher.timerFired(at: now)
-        for b in batches { send(SensorMessage.samples(b).frameBytes(), mode: .unreliable) }
-        if !batches.isEmpty { lights?.driver.flashActivity() }
-    }
-
-    /// Keeps the IMU's samples for the next batch while a hub listens (bounded, oldest dropped).
-    func addMotion(_ samples: [MotionSample]) {
-        guard streamTimer != nil else { return }
-        for m in samples {
-            if realMotion.count >= Self.realMotionLimit { realMotion.removeFirst(); realMotionDropped += 1 }
-            realMotion.append(m)
-        }
-    }
+    func pump() { apply(core.pump(at: loop.now)) }
 
     func sendSummary() {
-        let simulated = UInt16(max(0, min(300, wearable.currentHeartRate.rounded())))
-        // With a real strap: its last bpm, 0 while it is not streaming (never a simulated one).
-        let bpm = heartRateSensor.map { $0.latest?.measurement.bpm ?? 0 } ?? (settings.hrSensorAuto ? 0 : simulated)
-        var summary = batcher.summary(at: loop.now, bpm: bpm)
-        summary.sensorLocation = heartRateSensor?.sensorLocation
-        // One per hub: each carries that hub's numbering and acknowledgements.
-        for hub in hubs.sorted() {
-            guard var tally = observedTally(hub) else { continue }
-            var numbered = summary
-            tally.stamp(&numbered)
-            do {
-                _ = try session.send(SensorMessage.summary(numbered).frameBytes(), to: [hub], mode: .reliable)
-                tally.queued()
-                sent.summaries += 1
-            } catch {
-                // A full window (.stalled): not queued, so the number stays free (no gap at the hub).
-                sent.dropped += 1
-            }
-            tallies[hub] = tally
-        }
+        let sensor = heartRateSensor
+        apply(core.summaries(at: loop.now, strapBPM: sensor?.latest?.measurement.bpm, sensorLocation: sensor?.sensorLocation,
+                             links: reliableLink))
     }
 
-    /// `hub`'s tally brought up to date with its link (nil: no link to it now). Makes room for a
-    /// new hub's by forgetting one that is not connected.
-    func observedTally(_ hub: PeerID) -> ReliableSendTally? {
+    /// A hub's reliable link now (nil: no link to it).
+    func reliableLink(_ hub: PeerID) -> ReliableLinkState? {
         guard let link = session.linkIndex(to: hub), let open = session.unacknowledgedFragments(to: hub) else { return nil }
-        if tallies[hub] == nil, tallies.count >= Self.tallyLimit {
-            guard let gone = tallies.keys.first(where: { !hubs.contains($0) }) else { return nil }
-            tallies[gone] = nil
-        }
-        var tally = tallies[hub] ?? ReliableSendTally()
-        tally.observe(link: link, unacknowledgedFragments: open)
-        return tally
+        return ReliableLinkState(link: link, unacknowledgedFragments: open)
     }
-
-    /// At shutdown, per hub (interrupted work reports what it did; scripts/soak compares it with the hub's count):
-    /// `summaries to HUB: sent S, acknowledged A, abandoned U (epoch E)`.
-    func logSummaries() {
-        for hub in tallies.keys.sorted() {
-            if let t = observedTally(hub) { tallies[hub] = t }
-            guard let t = tallies[hub] else { continue }
-            log("summaries to \(hub): sent \(t.sent), acknowledged \(t.acknowledged), abandoned \(t.abandoned) (epoch \(batcher.epoch))")
-        }
-    }
-
-    func send(_ frame: [UInt8], mode: SendMode) {
-        do {
-            _ = try session.send(frame, to: Array(hubs), mode: mode)
-            if mode == .unreliable { sent.batches += 1 }
-        } catch {
-            // A full window (.stalled) or a peer that just left: the sample is
-            // dropped and counted; unreliable data is never queued without bound.
-            sent.dropped += 1
-        }
-    }
-}
-
-/// An invitation waiting for the button: its session id, the key that asked, and the name it
-/// claimed (a hint, kept with the key when the person accepts).
-struct NodeInvitation: Equatable {
-    var id: InvitationID
-    var peer: PeerID
-    var name: String
 }

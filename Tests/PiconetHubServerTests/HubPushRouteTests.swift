@@ -1,6 +1,7 @@
 import Foundation
 import HTTPTypes
 import Hummingbird
+import PiconetHub
 @testable import PiconetHubServer
 import Synchronization
 import Testing

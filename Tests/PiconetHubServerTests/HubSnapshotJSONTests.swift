@@ -1,4 +1,5 @@
 import Foundation
+import PiconetHub
 @testable import PiconetHubServer
 import PiconetWire
 import Testing

@@ -1,5 +1,6 @@
 import Foundation
 import Hummingbird
+import PiconetHub
 @testable import PiconetHubServer
 import Testing
 

@@ -1,4 +1,5 @@
 import Foundation
+import PiconetHub
 import PiconetHubServer
 import Testing
 
