@@ -123,8 +123,10 @@ struct GroupJoinCommand: ParsableCommand {
                                  journal: file, nonces: nonces)
         let terminal = GroupTerminal(loop: loop, driver: driver, ids: lineIDs, json: json, quiet: quiet)
         if !quiet {
+            let c = node.configuration
             errorLine("piconet group join: \(host.identity.peerID) in group '\(TerminalText.escaped(name))' on port \(host.udpPort ?? 0), "
-                      + "\(others.count + 1) members, journal \(path) (term \(file.storage.term), \(file.storage.entries.count) entries)")
+                      + "\(others.count + 1) members, journal \(path) (term \(file.storage.term), \(file.storage.entries.count) entries), "
+                      + "election timeout \(c.electionTimeoutMinimum.nanoseconds / 1_000_000)-\(c.electionTimeoutMaximum.nanoseconds / 1_000_000) ms")
         }
         do {
             try loop.onSignal([.interrupt, .terminate]) { _ in loop.stop() }
@@ -229,7 +231,14 @@ final class GroupTerminal {
         case let .applied(entry):
             if let line = board.applied(entry) { show(line) }
             finishIfDone()
-        case .snapshot:
+        case let .snapshot(s):
+            // Before its lines: a reader can tell a member caught up from the leader's state, and its size.
+            if json && !quiet {
+                emitJSON(["event": .string("snapshot"), "index": .integer(Int64(clamping: s.lastIncludedIndex)),
+                          "bytes": .integer(Int64(s.bytes.count)), "time_ms": .integer(WallClock.nanosecondsSinceEpoch() / 1_000_000)])
+            } else if !quiet {
+                errorLine("caught up from the leader's snapshot at entry \(s.lastIncludedIndex) (\(s.bytes.count) bytes)")
+            }
             for line in board.replaced(by: driver.node.state) { show(line) }
             finishIfDone()
         case let .leader(leader, term):
@@ -269,7 +278,7 @@ final class GroupTerminal {
         let text = String(decoding: line.text, as: UTF8.self)
         if json {
             emitJSON(["event": .string("line"), "index": .integer(Int64(index)), "author": .string(line.author.description),
-                      "id": .string(hex(line.id)), "text": .string(text)])
+                      "id": .string(hex(line.id)), "text": .string(text), "time_ms": .integer(WallClock.nanosecondsSinceEpoch() / 1_000_000)])
         } else {
             emitLine("\(String(line.author.description.prefix(8))): \(TerminalText.escaped(text))")
         }

@@ -80,6 +80,14 @@ GOALS = [
     for link, what in [("wifi", "50 Mbit/s veth"), ("veth", "unshaped veth")]
     for loss in (0, 5)
     for base in ("scp", "rsync")
+] + [
+    # Five group members in namespaces (scripts/bench.d/87-group); no third-party peer, so the
+    # election rows stand beside the configured election timeout and are judged on their value.
+    ("group-election-median", "group: kill -9 of the leader -> new leader known to all live members, median ms", "value<=", 300),
+    ("group-election-p99", "the same, p99 ms", "value<=", 1000),
+    ("group-catchup-ms", "group: a late joiner with an empty journal shows the whole board, ms", "value<=", 1000),
+    ("group-catchup-sender-bytes", "group: bytes its one sender sent it vs the encoded state", "ratio<=", 1.2),
+    ("group-catchup-other-bytes", "group: bytes each other member sent it (handshake, key proof, keep-alives)", "info", None),
 ]
 
 
