@@ -52,6 +52,23 @@ def main():
         newest[r["cache"]] = r
     if not newest:
         sys.exit(f"stage-costs: error: no full CI=true run in {a.log} (run CI=true scripts/test in a clean clone)")
+    # A kind this machine has no run of keeps the committed file's figures (another machine's
+    # run), so a fresh machine's first cold run does not erase the warm column.
+    old = open(a.out).read() if os.path.exists(a.out) else None
+    if old:
+        kept = {}
+        for line in old.splitlines():
+            m = re.match(r"^# (cold|warm): (\S+) commit (\S+), (\d+) s in all$", line)
+            if m and m.group(1) not in newest:
+                kept[m.group(1)] = {"when": m.group(2), "commit": m.group(3), "total": int(m.group(4)), "stages": {}}
+        for line in old.splitlines():
+            f = line.split()
+            if line.startswith("#") or len(f) != 3:
+                continue
+            for kind, v in (("cold", f[1]), ("warm", f[2])):
+                if kind in kept and v.isdigit():
+                    kept[kind]["stages"][f[0]] = int(v)
+        newest.update(kept)
     names = []
     for r in newest.values():
         for n in r["stages"]:
@@ -67,7 +84,6 @@ def main():
         w = newest.get("warm", {}).get("stages", {}).get(n)
         out.append(f"{n} {c if c is not None else '-'} {w if w is not None else '-'}")
     text = "\n".join(out) + "\n"
-    old = open(a.out).read() if os.path.exists(a.out) else None
     if a.check:
         sys.exit(0 if old == text else 1)
     with open(a.out, "w") as f:
