@@ -190,13 +190,16 @@ final class PickRun {
 
     // MARK: the choice without a terminal
 
-    /// The first line of standard input, read on the loop (a regular file, which epoll refuses,
-    /// is read at once: it never blocks).
+    /// The first line of standard input, read on the loop (a regular file or /dev/null, which
+    /// epoll refuses, is read in the loop's first turn: it never blocks, and a stop before
+    /// `run` would be lost).
     private func watchChoiceLine() {
         do {
             inputRegistration = try loop.register(FileDescriptor(rawValue: 0), interest: .read) { [unowned self] _ in self.readChoice() }
         } catch {
-            while !readChoice() {}
+            loop.schedule(at: loop.now) { [unowned self] in
+                while !self.readChoice() {}
+            }
         }
     }
 
