@@ -14,6 +14,7 @@
 //                 PiconetGroup (pure: the Raft-replicated group log; Wire + Loop only)
 //                 PiconetUpdate (pure: board updates, their checks and A/B slot state)
 //                 PiconetAppServices (pure: a service program's life per stream, start admission)
+//                 PiconetPicker (pure: `piconet pick`'s device list, keys and lines; CLI only)
 //                                                          OS edge (the only code that
 //   peer core:    PiconetDiscovery  PiconetSession         touches the kernel):
 //                 (pure state machines)                    PiconetPosix (epoll, sockets,
@@ -143,6 +144,10 @@ let package = Package(
         // reason) and the admission that paces starts (pure; the node links it, so Embedded too).
         .target(name: "PiconetAppServices", dependencies: ["PiconetLoop", "PiconetSession"], swiftSettings: swift6),
 
+        // The application-services picker (`piconet pick`): devices, selection, key bytes, the lines
+        // drawn (pure; CLI only: not in the node's graph, the node never picks).
+        .target(name: "PiconetPicker", dependencies: ["PiconetWire", "PiconetLoop"], swiftSettings: swift6),
+
         // Board updates: the package a board receives, its checks, and the A/B slot state that
         // decides which binary starts (pure; the node links it, so Embedded too).
         .target(name: "PiconetUpdate", dependencies: ["PiconetWire", "PiconetSession"], swiftSettings: swift6),
@@ -184,7 +189,7 @@ let package = Package(
 
         // Executables.
         .executableTarget(name: "piconet",
-                          dependencies: ["PiconetRuntime", "PiconetCLI", "PiconetPush", "PiconetGroup", "PiconetGroupRuntime",
+                          dependencies: ["PiconetRuntime", "PiconetCLI", "PiconetPush", "PiconetGroup", "PiconetGroupRuntime", "PiconetPicker",
                                          .product(name: "ArgumentParser", package: "swift-argument-parser")],
                           swiftSettings: swift6, linkerSettings: smallBinary),
         // No ArgumentParser in the node: PiconetRuntime's CommandLineSpec keeps ~1.5 MB
@@ -212,6 +217,7 @@ let package = Package(
                                    "PiconetTestSupport"], swiftSettings: swift6),
         .testTarget(name: "PiconetAppServicesTests", dependencies: ["PiconetAppServices", "PiconetSession", "PiconetTestSupport"],
                     swiftSettings: swift6),
+        .testTarget(name: "PiconetPickerTests", dependencies: ["PiconetPicker", "PiconetLoop", "PiconetWire"], swiftSettings: swift6),
         .testTarget(name: "PiconetPushTests", dependencies: ["PiconetPush", "PiconetTestSupport"], swiftSettings: swift6),
         .testTarget(name: "PiconetSensorsTests", dependencies: ["PiconetSensors", "PiconetTestSupport"], swiftSettings: swift6),
         .testTarget(name: "PiconetNodeCoreTests",

@@ -90,6 +90,31 @@ static inline int piconet_set_nonblocking(int fd) {
     return flags < 0 ? -1 : fcntl(fd, F_SETFL, flags | O_NONBLOCK);
 }
 
+// Terminals (`piconet pick`): raw mode and back, and the window's size.
+#include <termios.h>
+/// Saves fd's modes in *saved, then turns off line editing, echo, the signal keys (Ctrl-C comes
+/// as a byte), flow control and CR-to-NL; output processing stays ("\n" still starts a line).
+/// Reads return each byte as it comes. 0, or -1 with errno.
+static inline int piconet_terminal_raw(int fd, struct termios *saved) {
+    if (tcgetattr(fd, saved) != 0) return -1;
+    struct termios raw = *saved;
+    raw.c_lflag &= ~(tcflag_t)(ICANON | ECHO | ISIG | IEXTEN);
+    raw.c_iflag &= ~(tcflag_t)(IXON | ICRNL | INLCR | IGNCR | ISTRIP | BRKINT);
+    raw.c_cc[VMIN] = 1;
+    raw.c_cc[VTIME] = 0;
+    return tcsetattr(fd, TCSANOW, &raw);
+}
+/// Puts saved modes back once what was written is out (typed input is kept). 0, or -1 with errno.
+static inline int piconet_terminal_restore(int fd, const struct termios *saved) { return tcsetattr(fd, TCSADRAIN, saved); }
+/// The window's rows and columns (TIOCGWINSZ). 0, or -1 with errno.
+static inline int piconet_terminal_size(int fd, int *rows, int *columns) {
+    struct winsize w;
+    if (ioctl(fd, TIOCGWINSZ, &w) != 0) return -1;
+    *rows = w.ws_row;
+    *columns = w.ws_col;
+    return 0;
+}
+
 static inline struct cmsghdr *piconet_cmsg_firsthdr(struct msghdr *m) { return CMSG_FIRSTHDR(m); }
 static inline struct cmsghdr *piconet_cmsg_nxthdr(struct msghdr *m, struct cmsghdr *c) { return CMSG_NXTHDR(m, c); }
 static inline unsigned char *piconet_cmsg_data(struct cmsghdr *c) { return CMSG_DATA(c); }

@@ -14,6 +14,7 @@ public enum WallClock {
 public enum Console {
     public static var stdoutIsTerminal: Bool { Sys.isTerminal(1) }
     public static var stdinIsTerminal: Bool { Sys.isTerminal(0) }
+    public static var stderrIsTerminal: Bool { Sys.isTerminal(2) }
 
     public static func out(_ text: String) { write(text, to: 1) }
     public static func err(_ text: String) { write(text, to: 2) }

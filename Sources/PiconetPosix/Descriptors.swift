@@ -79,11 +79,14 @@ public struct Signal: RawRepresentable, Hashable, Sendable, CustomStringConverti
     public static let interrupt = Signal(rawValue: SIGINT)
     public static let terminate = Signal(rawValue: SIGTERM)
     public static let hangup = Signal(rawValue: SIGHUP)
+    /// The terminal's window was resized (a full-screen list draws itself again).
+    public static let windowChanged = Signal(rawValue: SIGWINCH)
     public var description: String {
         switch rawValue {
         case SIGINT: return "SIGINT"
         case SIGTERM: return "SIGTERM"
         case SIGHUP: return "SIGHUP"
+        case SIGWINCH: return "SIGWINCH"
         default: return "signal \(rawValue)"
         }
     }
@@ -146,6 +149,7 @@ public struct Errno: RawRepresentable, Hashable, Sendable {
     public static let permissionDenied = Errno(rawValue: EACCES)
     public static let isADirectory = Errno(rawValue: EISDIR)
     public static let fileTooLarge = Errno(rawValue: EFBIG)
+    public static let notATerminal = Errno(rawValue: ENOTTY)
     public static let noSpace = Errno(rawValue: ENOSPC)
     public static let quotaExceeded = Errno(rawValue: EDQUOT)
     public static let noSuchFile = Errno(rawValue: ENOENT)

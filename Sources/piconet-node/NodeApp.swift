@@ -153,7 +153,7 @@ final class NodeApp {
         }
         pairingAgent?.onEvent = { [weakSelf] e in weakSelf.owner?.log("\(e)") }
         var info: [(String, String?)] = [
-            ("v", "1"), ("id", identity.peerID.description), ("board", settings.board),
+            ("v", "1"), ("id", identity.peerID.description), ("board", settings.board), ("role", settings.role),
             ("caps", "hr,motion"), ("profile", settings.profile.name),
         ]
         // `peer` is the key browsers match an LE advertiser's peer tag against (one node, two routes).

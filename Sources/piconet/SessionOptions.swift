@@ -6,7 +6,7 @@ import PiconetSession
 
 /// Subcommands of `piconet` from this area: `listen`, `send` (sessions over UDP or Bluetooth)
 /// and the hidden `session-bench`. One file each; what they share is here.
-let sessionCommands: [ParsableCommand.Type] = [ListenCommand.self, SendCommand.self, RelayCommand.self, ConnectCommand.self, ServicesCommand.self,
+let sessionCommands: [ParsableCommand.Type] = [ListenCommand.self, SendCommand.self, RelayCommand.self, ConnectCommand.self, ServicesCommand.self, PickCommand.self,
                                               UpdateCommand.self, SessionBenchCommand.self]
 
 /// Options `listen` and `send` share: identity, encryption, interfaces, quiet.

@@ -19,6 +19,7 @@ PICONET_APT_PACKAGES=(
   minisign                 # release signatures: the netns-update stage signs builds as a release manager does
   rsync                    # bench.d/85-resources: rsync over ssh beside piconet send --file
   qemu-user-static         # stage 73-armhf: the armv7 node under qemu-arm-static -cpu cortex-a7
+  tmux                     # stage 29-netns-appsvc: `piconet pick` in a real terminal (send-keys, capture-pane)
   help2man lintian         # build-release --deb (man pages from --help) and stage 74-packages (lintian)
 )
 # cannot_run REASON: this stage cannot run here (not root, no namespaces, too little memory, a

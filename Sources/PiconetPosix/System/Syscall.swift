@@ -1,6 +1,6 @@
 // The syscall layer's funnel. The files of this folder (System/) are the only ones in
 // Piconet that call libc (STYLE.md §7), split by area: Files, Sockets, Epoll, Process,
-// Time, Random, Bluetooth. `LayeringTests` fails on `import Glibc` anywhere else.
+// Time, Random, Bluetooth, Terminal. `LayeringTests` fails on `import Glibc` anywhere else.
 //
 // Every call goes through `syscall(_:_:_:)`, which
 // - retries EINTR (a signal interrupted us: nothing happened, try again);
