@@ -319,7 +319,7 @@ if Context.environment["PICONET_FUZZ"] == "1" {
     package.targets.append(
         .executableTarget(name: "piconet-fuzz",
                           dependencies: ["PiconetWire", "PiconetLoop", "PiconetDiscovery", "PiconetSession", "PiconetSensors",
-                                         "PiconetHub", "PiconetRuntime", "PiconetHubServer", "PiconetGroup", "PiconetPush",
+                                         "PiconetHub", "PiconetRuntime", "PiconetHubServer", "PiconetGroup", "PiconetPush", "PiconetUpdate",
                                          .product(name: "HummingbirdCore", package: "hummingbird")],
                           swiftSettings: swift6))
     for target in package.targets where target.type == .regular || target.type == .executable {

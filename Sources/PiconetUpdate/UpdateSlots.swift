@@ -75,6 +75,11 @@ public struct UpdateState: Equatable, Sendable {
         }
         guard sawGood else { throw .malformed("no good=") }
         if trial == good { throw .malformed("the trial slot is the good one") }
+        // A trial's details with no trial= line (a damaged line) describe nothing the writer
+        // could have written: refused, as any other damage.
+        if trial == nil, !trialVersion.isEmpty || attempts != 0 || deadline != 0 {
+            throw .malformed("trial-version, attempts or deadline without trial=")
+        }
     }
 }
 

@@ -31,6 +31,7 @@ import PiconetPush
 import PiconetPosix
 import PiconetRuntime
 import PiconetSensors
+import PiconetUpdate
 @testable import PiconetSession
 import PiconetWire
 
@@ -228,7 +229,35 @@ let targets: [Target] = [
         _ = try? BoardProfile(json: bytes, file: "board.json")
     },
     Target(name: "group") { roundTrip(GroupMessage.self, $0, "group") },
+    Target(name: "group-frame") { roundTrip(GroupFrame.self, $0, "group-frame") },
     Target(name: "push") { roundTrip(PushFrame.self, $0, "push") },
+    Target(name: "relay") { fuzzRelay($0) },
+    Target(name: "netlink") { bytes in
+        roundTrip(NetlinkMessage.self, bytes, "netlink")
+        roundTrip(GenericNetlinkPayload.self, bytes, "netlink")
+        roundTrip(GenericNetlinkFamily.self, bytes, "netlink")
+        roundTrip(WirelessInterface.self, bytes, "netlink")
+        roundTrip(WirelessEvent.self, bytes, "netlink")
+        if let all = try? NetlinkMessage.all(in: bytes), all.reduce(0, { $0 + $1.encodedLength }) > bytes.count {
+            violated("netlink", "\(all.count) messages longer than the \(bytes.count) bytes they came from")
+        }
+        // The route-netlink watcher's walk: every message it counts lies inside the buffer.
+        let summary = bytes.withUnsafeBytes { NetlinkMessages.summarize($0) }
+        if summary.messages * NetlinkMessages.headerSize > bytes.count {
+            violated("netlink", "\(summary.messages) route messages counted in \(bytes.count) bytes")
+        }
+    },
+    Target(name: "update") { bytes in
+        // The package header and the binary's ELF identity come from the sender; the state file
+        // from a card that may have lost power mid-write.
+        _ = try? UpdatePackageHeader(parsing: bytes)
+        _ = try? ELFIdentity(parsing: bytes)
+        if let state = try? UpdateState(parsing: bytes) {
+            guard let back = try? UpdateState(parsing: state.encoded()), back == state else {
+                violated("update", "a state file does not read back the same")
+            }
+        }
+    },
 ]
 
 /// Valid encodings of the values the golden-byte tests use: the start of each corpus.
@@ -288,6 +317,31 @@ func seeds(_ name: String) -> [[UInt8]] {
                                body: Array(#"{"title":"hr high"}"#.utf8))
         return [PushFrame.subscribe(lastNormal: 4, lastUrgent: 8), .push(push), .ack(.normal, through: 4), .ring(sequence: 9)]
             .map { $0.encoded() }
+    case "group-frame":
+        let member = MemberID(high: 1, low: 2)
+        return [GroupFrame.hello(nonce: [UInt8](repeating: 7, count: GroupFrame.nonceLength)),
+                .proof(mac: [UInt8](repeating: 9, count: GroupFrame.macLength)),
+                .raft(.voteReply(.init(term: 3, granted: true))),
+                .raft(.appendEntries(.init(term: 3, leader: member, prevIndex: 6, prevTerm: 2, leaderCommit: 5,
+                                           entries: [LogEntry(index: 7, term: 3, command: Array("line".utf8))]))),
+                .forward(id: 42, command: Array("a shared line".utf8))].map { $0.encoded() }
+    case "relay":
+        return relaySeeds()
+    case "netlink":
+        let family = GenericNetlinkFamily(id: 0x1C, name: NL80211.familyName,
+                                          groups: [.init(name: NL80211.mlmeGroup, id: 5), .init(name: NL80211.configGroup, id: 3)])
+        let lab = WirelessInterface(index: 3, name: "wlan0", type: 2, ssid: Array("Lab".utf8))
+        let reply = NetlinkMessage(type: 0x1C, flags: [], sequence: 2, payload: WirelessEvent.interfaceAdded(lab).encoded())
+        return [GenericNetlinkControl.getFamily(NL80211.familyName, sequence: 1).encoded(),
+                NetlinkMessage(type: GenericNetlinkControl.familyID, flags: [], sequence: 1, payload: family.encoded()).encoded(),
+                NL80211.dumpInterfaces(family: 0x1C, sequence: 2).encoded() + reply.encoded(),
+                family.encoded(), lab.encoded(),
+                WirelessEvent.connected(index: 3, status: 0).encoded(), WirelessEvent.disconnected(index: 3).encoded()]
+    case "update":
+        var state = UpdateState()
+        state = UpdateGuard.onTrial(state, slot: .a, version: "1.2.3", sender: "hub", deadline: 120)
+        return [state.encoded(), UpdatePackageHeader(signature: "untrusted comment: x\nRWQ\ntrusted comment: piconet-node 1.2.3\nAA\n").encoded(),
+                [0x7F, 0x45, 0x4C, 0x46, 2, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 2, 0, 0xB7, 0]]
     default:
         return []
     }

@@ -20,6 +20,8 @@ import Testing
         }
         #expect(throws: UpdateStateError.self) { try UpdateState(parsing: Array("good=a\ntrial=a\n".utf8)) }
         #expect(throws: UpdateStateError.self) { try UpdateState(parsing: Array("good=c\n".utf8)) }
+        // Found by the update fuzz target: a damaged trial= line left its deadline behind.
+        #expect(throws: UpdateStateError.self) { try UpdateState(parsing: Array("good=factory\ntr$ial=a\ndeadline=120\n".utf8)) }
         #expect(try UpdateState(parsing: Array("good=b\nfuture=1\n".utf8)).good == .b, "a newer writer's keys are ignored")
     }
 
