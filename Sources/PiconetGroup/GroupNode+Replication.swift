@@ -144,16 +144,34 @@ extension GroupNode {
             p.match = max(p.match, min(r.index, log.lastIndex))
             p.next = max(p.next, p.match + 1)
             p.probing = false
+            p.lossSuspectedAt = nil
             if let t = p.transfer, p.match >= t.snapshot.lastIncludedIndex { p.transfer = nil }
             progress[sender] = p
             advanceCommit()
             if p.transfer == nil, p.next <= log.lastIndex { sendAppend(to: sender, at: now) }
         } else {
             guard p.transfer == nil else { return }
-            p.next = max(p.match + 1, min(r.index, p.next))
+            if r.index <= p.match {
+                // Its log ends below what it acknowledged: a reply overtaken by later ones, or a
+                // member that lost its journal (restarted empty). Still so half a heartbeat later,
+                // with no success between, it starts over from what it holds; otherwise every
+                // reply would bring the same append back.
+                guard let since = p.lossSuspectedAt, now >= since + configuration.heartbeatInterval / 2 else {
+                    if p.lossSuspectedAt == nil { p.lossSuspectedAt = now }
+                    progress[sender] = p
+                    return
+                }
+                p.match = r.index > 0 ? r.index - 1 : 0
+                stats.membersReset += 1
+            }
+            p.lossSuspectedAt = nil
+            let next = max(p.match + 1, min(r.index, p.next))
+            // A rejection that does not move us back (a duplicate reply) waits for the heartbeat.
+            let moved = next < p.next || !p.probing
+            p.next = next
             p.probing = true
             progress[sender] = p
-            sendAppend(to: sender, at: now)
+            if moved { sendAppend(to: sender, at: now) }
         }
     }
 

@@ -111,6 +111,8 @@ public struct GroupNode<State: GroupState, Random: RandomNumberGenerator> {
         /// Replied since the last quorum check.
         var active = false
         var transfer: Transfer?
+        /// When a rejection first said its log ends below `match` (cleared by a success).
+        var lossSuspectedAt: Instant?
     }
 
     struct Transfer {

@@ -119,6 +119,8 @@ public struct GroupStatistics: Equatable, Sendable {
     public var termsLed = 0
     /// Leadership given up for want of replies from a majority.
     public var quorumLost = 0
+    /// Members whose log ended below what they had acknowledged (restarted without their journal).
+    public var membersReset = 0
     public var snapshotsTaken = 0
     public var snapshotTransfers = 0
     public var snapshotChunksSent = 0

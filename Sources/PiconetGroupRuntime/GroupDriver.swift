@@ -48,8 +48,8 @@ public struct GroupDriverStatistics: Equatable, Sendable {
 }
 
 /// Drives one `GroupNode` over a `PeerSession`: invites the members it is not connected to
-/// (again after any loss; the member with the lower ID invites, so two members never cross
-/// invitations), makes every connected peer prove the group key over a fresh nonce before it
+/// (at start every one; after a loss the member with the lower ID invites, so two members
+/// seldom cross invitations, and the session settles those that do), makes every connected peer prove the group key over a fresh nonce before it
 /// sees a group message, carries `.send` as reliable session messages, writes `.persist` to the
 /// journal before `persisted(at:)`, and keeps a `MachineTimer` at the node's `nextDeadline`.
 public final class GroupDriver<Random: RandomNumberGenerator> {
@@ -109,7 +109,10 @@ public final class GroupDriver<Random: RandomNumberGenerator> {
     public func start() {
         timer.onFire = { [unowned self] in self.run(self.node.timerFired(at: self.loop.now)) }
         session.onEvent = { [unowned self] e in self.handle(e) }
-        inviteMissing()
+        // A member that starts invites every member once, lower IDs too: after a restart the
+        // lower ones still hold a link to the old process and would only notice it is gone
+        // when that link is lost and its resume window has passed.
+        inviteMissing(everyone: true)
         timer.follow(node.nextDeadline)
     }
 
@@ -270,11 +273,12 @@ public final class GroupDriver<Random: RandomNumberGenerator> {
 
     // MARK: - Invitations
 
-    /// Invites every member with a higher ID that is neither connected nor being invited.
-    private func inviteMissing() {
+    /// Invites every member with a higher ID (`everyone`: lower ones too) that is neither
+    /// connected nor being invited.
+    private func inviteMissing(everyone: Bool = false) {
         retry = nil
         guard !stopped else { return }
-        for (id, a) in members where me < id && peers[id]?.invitation == nil && session.state(of: a.peer) == .notConnected {
+        for (id, a) in members where (everyone || me < id) && peers[id]?.invitation == nil && session.state(of: a.peer) == .notConnected {
             do {
                 let inv = try session.invite(a.address, expecting: a.peer, context: Array("piconet group".utf8), timeout: .seconds(3))
                 var link = peers[id] ?? PeerLink(peer: a.peer, nonce: [])

@@ -45,8 +45,9 @@ extension SessionMachine {
         reconcile() // the application sees `connecting` before any decision, even an immediate one
         if resolveCrossing(peer, now: now) { return }
         if let e = table.linkIndex(of: peer), let existing = table[e] {
-            if identity.peerID < peer, existing.initiator, !existing.liveness.lost {
-                // Crossing after our own link already won: the lower ID's link survives.
+            if identity.peerID < peer, existing.initiator, !existing.liveness.lost, existing.remote.instance == l.remote.instance {
+                // Crossing after our own link already won: the lower ID's link survives. (A new
+                // instance is a restart: our link goes to a process that is gone.)
                 decline(index, decision: .crossed, now: now)
             } else {
                 // A peer already in the session (it lost us, restarted, or crossed us): admitted before.

@@ -154,4 +154,32 @@ extension GroupCluster {
         #expect(follower.state == leader.state)
         #expect(c.failures.isEmpty, "\(c.failures.prefix(3))")
     }
+
+    /// A member that comes back with an empty journal (a new disk, a wiped state directory) is
+    /// brought back by the leader at a heartbeat's pace: its rejections move the leader back to
+    /// what it holds, instead of bringing the same append back with every reply.
+    @Test(arguments: [1000, 16])
+    func aMemberRestartedWithAnEmptyJournalCatchesUpWithoutAFlood(snapshotEvery: Int) throws {
+        var configuration = GroupConfiguration()
+        configuration.snapshotEvery = snapshotEvery
+        configuration.trailingEntries = 4
+        let c = GroupCluster(count: 3, seed: 4242 &+ UInt64(snapshotEvery), configuration: configuration)
+        let l = try #require(c.settledLeader())
+        #expect(c.proposeAll(at: l, (0..<50).map { note($0) }))
+        #expect(c.replicate(to: [0, 1, 2], from: l))
+        let f = (l + 1) % 3
+        c.crash(f)
+        c.slots[f].storage = GroupStorage()
+        c.recording = true
+        c.start(f)
+        #expect(c.replicate(to: [f], from: l), "the wiped member caught up")
+        c.run(for: .seconds(1))
+        let leader = try #require(c.node(l)), follower = try #require(c.node(f))
+        #expect(follower.state == leader.state)
+        #expect(leader.stats.membersReset == 1)
+        let toFollower = c.sent.filter { $0.from == c.ids[l] && $0.to == c.ids[f] }.count
+        // About ten heartbeats a second, plus the catch-up itself.
+        #expect(toFollower <= 40, "\(toFollower) messages from the leader to the wiped member in about a second")
+        #expect(c.failures.isEmpty, "\(c.failures.prefix(3))")
+    }
 }

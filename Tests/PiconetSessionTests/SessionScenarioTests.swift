@@ -331,6 +331,30 @@ func numbered(_ i: Int, size: Int = 0) -> [UInt8] {
         #expect(got == [[1, 2]])
     }
 
+    /// The peer restarts and invites at once, before our link to its old process is taken for
+    /// lost: a new instance cannot be crossing our link, so even the lower ID accepts it.
+    @Test func aRestartedPeerIsAcceptedAtOnceByTheLowerID() throws {
+        let h = Harness(seed: 23)
+        let x = try h.add("x")
+        let y = try h.add("y")
+        let (low, high) = x.peerID < y.peerID ? (x, y) : (y, x)
+        #expect(try h.connect(low, high) == .accepted(high.peerID), "the lower ID initiated")
+        high.endpoint.close()
+        high.session.close()
+        h.run(.milliseconds(50))
+        #expect(low.session.state(of: high.peerID) == .connected, "the old link is not lost yet")
+        let endpoint = try h.network.bind(.memory(node: 51, port: 7001))
+        let reborn = PeerSession(identity: high.session.identity, configuration: SessionConfiguration(policy: .acceptAll),
+                                 endpoint: endpoint, loop: h.loop, seed: 4343)
+        var outcome: InvitationOutcome?
+        reborn.onEvent = { if case let .invitationFinished(_, o) = $0 { outcome = o } }
+        try reborn.invite(low.address)
+        h.run(.milliseconds(500))
+        #expect(outcome == .accepted(low.peerID))
+        #expect(low.session.state(of: high.peerID) == .connected)
+        #expect(low.session.machine.linkCount == 1)
+    }
+
     @Test func disconnectIsSeenByThePeer() throws {
         let h = Harness(seed: 15)
         let a = try h.add("a")
