@@ -49,6 +49,9 @@ public struct NodeCore {
         /// Save the trust store if it changed (a hub admitted on first use is kept only once on disk).
         case saveTrust
         case show(NodeLightState)
+        /// Show `restingLight` as it is when carried out: carrying out an answer before it can
+        /// connect a hub (the session reports it at once), which a state decided here would miss.
+        case showResting
         /// The identify burst (a long press with nothing to answer).
         case identify
         /// Arm (or cancel) the batch and summary ticks.
@@ -88,6 +91,8 @@ public struct NodeCore {
     public internal(set) var counters = Counters()
     /// The hubs connected now.
     public internal(set) var hubs: Set<PeerID> = []
+    /// What the status LED shows when nothing asks for attention.
+    public var restingLight: NodeLightState { hubs.isEmpty ? .advertising : .paired }
     /// True between `startStreaming` and `stopStreaming`.
     public internal(set) var isStreaming = false
     /// Which invitation the button answers (one on show at a time; collisions decline all).
@@ -213,7 +218,7 @@ extension NodeCore {
                     + "\(consent.busyHold.components.seconds) s (\(consent.declinedCollisions) declined so far)"))
                 out.append(.show(.consentBusy))
             case .showResume:
-                out.append(.show(hubs.isEmpty ? .advertising : .paired))
+                out.append(.showResting)
             case .identify:
                 out.append(.identify)
             }

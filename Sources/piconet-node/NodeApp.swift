@@ -378,6 +378,8 @@ final class NodeApp {
                 if let failure = trust?.saveIfChanged() { Console.err("piconet-node: \(failure)\n") }
             case let .show(state):
                 lights?.driver.show(state)
+            case .showResting:
+                lights?.driver.show(core.restingLight)
             case .identify:
                 lights?.driver.identify()
             case .startStreaming:

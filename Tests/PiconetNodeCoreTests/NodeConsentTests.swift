@@ -50,6 +50,22 @@ import Testing
         #expect(h.shown.last == .advertising && h.shown.count == 3, "nothing on show to withdraw")
     }
 
+    /// The session reports the hub connected while the accept is still being carried out: the
+    /// light the consent machine resumes to is decided then, so it stays paired.
+    @Test func aHubConnectedWhileTheAcceptIsCarriedOutLeavesThePairedLight() {
+        let h = NodeCoreHarness()
+        h.connectsOnAccept = hub
+        let r = request(1, from: hub)
+        h.invite(r)
+        h.loop.advance(by: .milliseconds(1100))
+        h.press(.shortPress)
+        #expect(h.responses == [r.id: true])
+        #expect(h.core.hubs == [hub])
+        #expect(h.shown.last == .paired, "\(h.shown)")
+        h.finished(r.id, .accepted(hub))
+        #expect(h.shown.last == .paired)
+    }
+
     @Test func aLongPressDeclinesAndWithNothingShownIdentifies() {
         let h = NodeCoreHarness()
         h.connect(hubKey(2), link: 1)

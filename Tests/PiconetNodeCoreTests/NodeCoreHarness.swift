@@ -39,6 +39,8 @@ final class NodeCoreHarness {
     /// What the session took: every batch, decoded.
     var batches: [SampleBatch] = []
     var refuseSamples = false
+    /// A hub the simulated session connects inside `.respond(_, accept: true)`, as PeerSession does.
+    var connectsOnAccept: PeerID?
 
     /// The simulated reliable channel per hub.
     struct Channel {
@@ -112,6 +114,9 @@ final class NodeCoreHarness {
             case let .respond(id, accept):
                 responses[id] = accept
                 responseOrder.append(id)
+                // The session connects an accepted hub while the answer is carried out.
+                if accept, let hub = connectsOnAccept { connect(hub, link: 1) }
+            case .showResting: shown.append(core.restingLight)
             case let .trust(peer, _): trusted.append(peer)
             case .saveTrust: saves += 1
             case let .show(s): shown.append(s)
