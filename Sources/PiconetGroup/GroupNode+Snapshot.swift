@@ -3,8 +3,13 @@ import PiconetLoop
 extension GroupNode {
     /// Snapshots the applied state once `snapshotEvery` entries were applied since the last one.
     mutating func compactIfDue() {
-        guard lastApplied >= log.snapshotIndex + UInt64(configuration.snapshotEvery),
-              let t = log.term(at: lastApplied) else { return }
+        guard lastApplied >= log.snapshotIndex + UInt64(configuration.snapshotEvery) else { return }
+        compact()
+    }
+
+    /// Snapshots the applied state now, unless the last snapshot is of it already.
+    mutating func compact() {
+        guard lastApplied > log.snapshotIndex, let t = log.term(at: lastApplied) else { return }
         log.compact(GroupSnapshot(lastIncludedIndex: lastApplied, lastIncludedTerm: t, bytes: state.snapshot()),
                     trailing: configuration.trailingEntries)
         snapshotDirty = true
@@ -16,8 +21,10 @@ extension GroupNode {
     /// message carries no bytes: a member whose acknowledgements were only late answers that it
     /// holds the snapshot's last entry, and one that is down costs a header per heartbeat. The
     /// transfer keeps the snapshot it started with, so a newer one taken meanwhile does not
-    /// restart it.
+    /// restart it. It starts from a snapshot of the state as applied now, so the entries that
+    /// follow it are only those not applied yet, not every one since the last compaction.
     mutating func startSnapshotTransfer(to m: MemberID, at now: Instant) {
+        compact()
         guard let s = log.snapshot else { return }
         progress[m]?.transfer = Transfer(snapshot: s, offset: 0, confirmed: false)
         stats.snapshotTransfers += 1

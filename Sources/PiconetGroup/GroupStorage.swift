@@ -71,6 +71,18 @@ public struct GroupConfiguration: Sendable, Equatable {
 
     public init() {}
 
+    /// Timings for a journal whose sync takes up to `sync`: a vote and an append are answered
+    /// only once they are on disk, so a heartbeat spans four syncs (50 ms at least), and a
+    /// leader is given up after four heartbeats unheard. A fast disk gives 200–400 ms; an SD
+    /// card whose sync takes 40 ms, 640–1,280 ms.
+    public static func timed(forJournalSync sync: Duration) -> GroupConfiguration {
+        var c = GroupConfiguration()
+        c.heartbeatInterval = max(.milliseconds(50), sync * 4)
+        c.electionTimeoutMinimum = c.heartbeatInterval * 4
+        c.electionTimeoutMaximum = c.electionTimeoutMinimum * 2
+        return c
+    }
+
     /// Every value within what the protocol and the wire allow: timeouts at least a millisecond
     /// wide and above the heartbeat, counts at least 1, sizes within the wire's limits.
     public var clamped: GroupConfiguration {

@@ -1,4 +1,5 @@
 import PiconetGroup
+import PiconetLoop
 import PiconetPosix
 
 /// A member's journal on disk (`GroupJournal`'s format): records appended and fsynced before
@@ -29,6 +30,29 @@ public final class GroupJournalFile {
             case let .unreadable(p, f): return "journal \(p): \(f) (move it away to rejoin with an empty state)"
             }
         }
+    }
+
+    /// The longest of `samples` small write-and-sync rounds on a probe file beside `path` (the
+    /// journal's disk): what one answer that must be on disk first waits at worst.
+    public static func syncLatency(nextTo path: String, samples: Int = 8) throws(Failure) -> Duration {
+        let probe = path + ".sync-probe"
+        let f: PositionedFile
+        do { f = try PositionedFile(path: probe) } catch { throw .io(probe, error) }
+        defer {
+            f.close()
+            try? FileSystem.remove(probe)
+        }
+        var longest = Duration.zero
+        let block = [UInt8](repeating: 0x5a, count: 512)
+        for k in 0..<max(1, samples) {
+            let start = MonotonicClock.now()
+            do {
+                try f.write(block, at: k * block.count)
+                try f.sync()
+            } catch { throw .io(probe, error) }
+            longest = max(longest, MonotonicClock.now() - start)
+        }
+        return longest
     }
 
     /// Opens the journal at `path` for `member` of group `name`, creating it when absent; a file

@@ -109,11 +109,17 @@ struct GroupJoinCommand: ParsableCommand {
         if file.tornBytes > 0 && !quiet {
             errorLine("piconet group join: journal \(path): dropped a torn last record (\(file.tornBytes) bytes, never acknowledged)")
         }
+        // Timeouts sized for this disk: every vote and append waits for a sync before its answer.
+        let sync: Duration
+        do { sync = try GroupJournalFile.syncLatency(nextTo: path) } catch {
+            throw cliFailure(me, error.description, code: ExitStatus.ioError)
+        }
         var random: SecureRandom
         do { random = try SecureRandom() } catch { throw cliFailure(me, "\(error)", code: ExitStatus.failure) }
         let node: GroupNode<Whiteboard, SecureRandom>
         do {
-            node = try GroupNode(id: self_, members: [self_] + others.map(\.member), restoring: file.storage, random: random, at: loop.now)
+            node = try GroupNode(id: self_, members: [self_] + others.map(\.member), configuration: .timed(forJournalSync: sync),
+                                 restoring: file.storage, random: random, at: loop.now)
         } catch {
             throw cliFailure(me, "journal \(path): \(error)", code: ExitStatus.dataError)
         }
@@ -123,10 +129,11 @@ struct GroupJoinCommand: ParsableCommand {
                                  journal: file, nonces: nonces)
         let terminal = GroupTerminal(loop: loop, driver: driver, ids: lineIDs, json: json, quiet: quiet)
         if !quiet {
-            let c = node.configuration
+            let c = node.configuration, syncUs = sync.nanoseconds / 1000
             errorLine("piconet group join: \(host.identity.peerID) in group '\(TerminalText.escaped(name))' on port \(host.udpPort ?? 0), "
                       + "\(others.count + 1) members, journal \(path) (term \(file.storage.term), \(file.storage.entries.count) entries), "
-                      + "election timeout \(c.electionTimeoutMinimum.nanoseconds / 1_000_000)-\(c.electionTimeoutMaximum.nanoseconds / 1_000_000) ms")
+                      + "election timeout \(c.electionTimeoutMinimum.nanoseconds / 1_000_000)-\(c.electionTimeoutMaximum.nanoseconds / 1_000_000) ms, "
+                      + "heartbeat \(c.heartbeatInterval.nanoseconds / 1_000_000) ms (journal sync \(syncUs / 1000).\(syncUs % 1000 / 100) ms)")
         }
         do {
             try loop.onSignal([.interrupt, .terminate]) { _ in loop.stop() }

@@ -165,6 +165,15 @@ private func runGroup(journal: GroupJournalFile, commands: Int) throws -> GroupN
         reopened.close()
     }
 
+    @Test func theSyncLatencyIsMeasuredBesideTheJournalAndLeavesNoFile() throws {
+        let dir = try makeDirectory()
+        defer { cleanUp(dir) }
+        let sync = try GroupJournalFile.syncLatency(nextTo: dir + "/j", samples: 4)
+        #expect(sync > .zero && sync < .seconds(10), "\(sync)")
+        #expect(access(dir + "/j.sync-probe", F_OK) != 0, "the probe file is removed")
+        #expect(throws: GroupJournalFile.Failure.self) { try GroupJournalFile.syncLatency(nextTo: dir + "/absent/j") }
+    }
+
     @Test func aGroupKeyFileIs64HexDigitsAndPrivate() throws {
         let dir = try makeDirectory()
         defer { cleanUp(dir) }

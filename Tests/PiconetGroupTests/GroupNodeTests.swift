@@ -269,4 +269,18 @@ private func entries(_ terms: [UInt64]) -> [LogEntry] {
         #expect(k.maximumEntriesPerMessage == GroupMessage.maximumEntries && k.snapshotChunkBytes == 1)
         #expect(GroupConfiguration().clamped == GroupConfiguration(), "the defaults need no clamping")
     }
+
+    @Test func timingsFollowTheJournalsSyncLatency() {
+        let fast = GroupConfiguration.timed(forJournalSync: .microseconds(400))
+        #expect(fast.heartbeatInterval == .milliseconds(50))
+        #expect(fast.electionTimeoutMinimum == .milliseconds(200) && fast.electionTimeoutMaximum == .milliseconds(400))
+        let sd = GroupConfiguration.timed(forJournalSync: .milliseconds(40))
+        #expect(sd.heartbeatInterval == .milliseconds(160))
+        #expect(sd.electionTimeoutMinimum == .milliseconds(640) && sd.electionTimeoutMaximum == .milliseconds(1280))
+        for ms in [0, 1, 13, 40, 250] {
+            let c = GroupConfiguration.timed(forJournalSync: .milliseconds(Int64(ms)))
+            #expect(c.clamped == c, "sync \(ms) ms: within what the protocol allows")
+            #expect(c.electionTimeoutMinimum >= c.heartbeatInterval * 4, "a leader is given up only after four heartbeats unheard")
+        }
+    }
 }
