@@ -10,9 +10,17 @@ extension SessionMachine {
         HandshakeAdmission.cookieMAC(cookie: cookie, senderIndex: senderIndex, message: message)
     }
 
+    /// nil (a fresh key from the kernel's generator) unless `ephemeralsFromSeed`: then one
+    /// drawn from the session's seeded generator, so a recorded conversation replays (fuzzing).
+    mutating func seededEphemeral() -> NoiseKeyPair? {
+        guard ephemeralsFromSeed else { return nil }
+        return try? NoiseKeyPair(privateKeyBytes: rng.bytes(32))
+    }
+
     /// Initiator: writes the first Noise message into a new link.
     mutating func startHandshake(_ link: inout Link) throws(SessionError) {
-        var noise = NoiseHandshake(initiator: true, staticKey: identity.keyPair, prologue: SessionMachine.prologue)
+        var noise = NoiseHandshake(initiator: true, staticKey: identity.keyPair, prologue: SessionMachine.prologue,
+                                   ephemeral: seededEphemeral())
         let payload = HandshakePayload(preference: configuration.encryption, instance: 0, displayName: "", features: 0)
         do {
             let m1 = try noise.writeMessage(payload: payload.encoded())
@@ -161,7 +169,8 @@ extension SessionMachine {
         }
         guard admitsInitiation(senderIndex: senderIndex, message: message, proof: proof, from: address, now: now, holding: false)
         else { return }
-        var noise = NoiseHandshake(initiator: false, staticKey: identity.keyPair, prologue: SessionMachine.prologue)
+        var noise = NoiseHandshake(initiator: false, staticKey: identity.keyPair, prologue: SessionMachine.prologue,
+                                   ephemeral: seededEphemeral())
         // Two error types (NoiseError, WireError): try? each, no `any Error` (Embedded Swift).
         guard let plain = try? noise.readMessage(message), let remote = try? HandshakePayload(decoding: plain) else {
             statistics.handshakeFailures += 1

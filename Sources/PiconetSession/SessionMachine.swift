@@ -55,6 +55,9 @@ public struct SessionMachine {
     var reported: [PeerID: PeerState] = [:]
     var dirty: Set<PeerID> = []
     var rng: SessionRandom
+    /// Handshake ephemerals from `rng` instead of the kernel: only for the fuzz target's recorded
+    /// conversations (internal: reachable from tests and the fuzz build, never from a product).
+    var ephemeralsFromSeed = false
     var nextInvitation: UInt32 = 1
     var admission: HandshakeAdmission
     var actions: [SessionAction] = []

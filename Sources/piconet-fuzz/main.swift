@@ -20,7 +20,8 @@
 //
 // `piconet-fuzz --list` names the targets; `piconet-fuzz --seeds DIR` writes one seed
 // corpus per target (valid encodings of the values the golden-byte tests use) to DIR/NAME/,
-// for each target that has no such folder yet.
+// for each target that has no such folder yet; `--record-session DIR` / `--check-session DIR`
+// write and check the session target's whole conversations.
 @testable import PiconetDiscovery
 import PiconetGroup
 import HummingbirdCore
@@ -181,13 +182,9 @@ let targets: [Target] = [
         roundTrip(ResourceFrame.self, bytes, "session-packet")
     },
     Target(name: "session") { bytes in
-        var m = SessionMachine(identity: sessionIdentity, configuration: SessionConfiguration(policy: .acceptAll), seed: 1)
-        var t = Instant(nanoseconds: 1_000_000_000)
-        for d in datagrams(bytes) {
-            _ = m.received(d, from: sender, at: t)
-            t = t + .milliseconds(5)
-            _ = m.timerFired(at: t)
-        }
+        // Ephemerals from the seed: the recorded conversations (SessionConversations.swift) replay.
+        var m = SessionTargetMachine()
+        for d in datagrams(bytes) { _ = m.feed(d) }
     },
     Target(name: "sensor-frames") { bytes in
         roundTrip(HeartRateMeasurement.self, bytes, "sensor-frames")
@@ -351,6 +348,9 @@ let arguments = CommandLine.arguments
 if arguments.count > 1, arguments[1] == "--list" {
     for t in targets { print(t.name) }
     CurrentProcess.exit(0)
+}
+if arguments.count > 2, arguments[1] == "--record-session" || arguments[1] == "--check-session" {
+    sessionConversationsCommand(arguments[1], arguments[2])
 }
 if arguments.count > 2, arguments[1] == "--seeds" {
     let dir = arguments[2]
