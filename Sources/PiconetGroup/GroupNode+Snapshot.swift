@@ -21,10 +21,8 @@ extension GroupNode {
     /// message carries no bytes: a member whose acknowledgements were only late answers that it
     /// holds the snapshot's last entry, and one that is down costs a header per heartbeat. The
     /// transfer keeps the snapshot it started with, so a newer one taken meanwhile does not
-    /// restart it. It starts from a snapshot of the state as applied now, so the entries that
-    /// follow it are only those not applied yet, not every one since the last compaction.
+    /// restart it.
     mutating func startSnapshotTransfer(to m: MemberID, at now: Instant) {
-        compact()
         guard let s = log.snapshot else { return }
         progress[m]?.transfer = Transfer(snapshot: s, offset: 0, confirmed: false)
         stats.snapshotTransfers += 1
@@ -123,6 +121,12 @@ extension GroupNode {
             sendAppend(to: sender, at: now)
         } else if !t.confirmed || r.nextOffset != t.offset, Int(r.nextOffset) <= t.snapshot.bytes.count {
             // The member wants it; or, ahead, a chunk arrived; or, behind, it lost what it had.
+            if !t.confirmed, r.nextOffset == 0 {
+                // The first bytes: the state as applied now, so only entries not applied yet
+                // follow it (not every one since the last periodic snapshot).
+                compact()
+                if let s = log.snapshot, s.lastIncludedIndex > t.snapshot.lastIncludedIndex { p.transfer?.snapshot = s }
+            }
             p.transfer?.confirmed = true
             p.transfer?.offset = r.nextOffset
             progress[sender] = p
