@@ -7,7 +7,7 @@
 //                 PiconetCLI (ArgumentParser runner: one usage-error convention)
 //                        |
 //   runtime:      PiconetRuntime (wiring, SessionHost, config; picks the OS adapters)
-//                 PiconetGroupRuntime (GroupNode over PeerSession, key proof, journal; CLI only)
+//                 PiconetGroupRuntime (GroupNode over PeerSession, key proof, journal; CLI and hub)
 //                   |                                        |
 //   features:     PiconetHub  PiconetSensors  PiconetFleet (pure; Fleet: MQTT payloads, hub only)
 //                 PiconetNodeCore (pure: the node's consent, sample queues, summaries; over Sensors, Session, Indicators)
@@ -198,7 +198,7 @@ let package = Package(
                           swiftSettings: swift6, linkerSettings: smallBinary),
         .executableTarget(name: "piconet-hub",
                           dependencies: ["PiconetRuntime", "PiconetCLI", "PiconetHub", "PiconetHubServer", "PiconetStore",
-                                         "PiconetFleet", "PiconetMQTT",
+                                         "PiconetFleet", "PiconetMQTT", "PiconetGroup", "PiconetGroupRuntime",
                                          .product(name: "ArgumentParser", package: "swift-argument-parser")],
                           swiftSettings: swift6, linkerSettings: smallBinary),
 

@@ -39,6 +39,8 @@ public struct HubInfo: Sendable, Codable, Equatable {
     public var mqtt: HubMQTTInfo?
     /// Local push (`--push-db`), nil when it is off.
     public var push: HubPushInfo?
+    /// The group (`--group`) and its markers, nil without one.
+    public var group: HubGroupInfo?
     /// Everything a stranger's traffic made the hub drop or refuse, by counter name (the
     /// session's and the mDNS browser's statistics: malformed frames, failed authentication,
     /// throttled handshakes, oversized datagrams, full caches...). What `/api/stats` serves, so

@@ -16,7 +16,7 @@ import Synchronization
 /// that is not a read (`GET`/`HEAD`), and for reads too when the server is bound to anything
 /// but loopback (the LAN is not trusted: see the threat model). Accepted as
 /// `Authorization: Bearer TOKEN`, as the `piconet_hub_token` cookie, or once as `?token=TOKEN`:
-/// a read with it is answered by a redirect (303) to the same address without the token,
+/// a read with it (on any bind) is answered by a redirect (303) to the same address without the token,
 /// carrying that cookie (`HttpOnly; SameSite=Strict`), so the token does not stay in the
 /// browser's history, bookmarks or a Referer while the live page and its event stream work.
 /// `/healthz` stays open (it says only `ok`). Comparisons run in constant time.
@@ -103,6 +103,9 @@ public final class HubHTTPAccess: Sendable {
         if disabled { return .allow }
         if let host, !isKnown(host) { return .misdirected(host: host) }
         let write = method != "GET" && method != "HEAD"
+        // A read that brings the token gets its cookie even where reads need none (a loopback
+        // bind): the page's own writes, a marker from its form, then carry it.
+        if !write, let token, let q = queryToken, Self.same(q, token) { return .allowSettingCookie }
         guard write || tokenForReads else { return .allow }
         if path == "/healthz" && !write { return .allow }
         guard let token else { return .unauthorized }

@@ -18,6 +18,7 @@ import Synchronization
 /// - `GET /metrics` — Prometheus text format
 /// - `GET /healthz` — `ok`
 /// - `GET /api/push` — local push counters and subscribers; `POST /api/push` — a push (HubPush.swift)
+/// - `GET /api/markers` — the group's markers; `POST /api/markers` — a new one (HubMarkers.swift)
 ///
 /// Every route goes through `HubHTTPAccess` first: the Host check against DNS rebinding, and
 /// the token for writes and for any read on a non-loopback bind.
@@ -29,15 +30,18 @@ public struct HubHTTPServer: Sendable {
     let metrics: HubMetrics
     /// Takes `POST /api/push` to the hub's loop; nil: push is off.
     public let poster: PushPoster?
+    /// Takes `POST /api/markers` to the hub's loop; nil: the hub is in no group.
+    public let markerPoster: MarkerPoster?
 
     /// - Parameters:
     ///   - access: who may ask (`.open`: no checks, for tests of the routes themselves).
     ///   - maximumConnections: connections held at once; one more is closed on arrival and counted.
     public init(feed: HubFeed, access: HubHTTPAccess = .open, maximumConnections: Int = HubConnectionLimit.defaultMaximum,
-                poster: PushPoster? = nil) {
+                poster: PushPoster? = nil, markerPoster: MarkerPoster? = nil) {
         self.feed = feed
         self.access = access
         self.poster = poster
+        self.markerPoster = markerPoster
         connections = HubConnectionLimit(maximum: maximumConnections)
         metrics = HubMetrics()
     }
@@ -102,6 +106,7 @@ public struct HubHTTPServer: Sendable {
                 })
         }
         addPushRoutes(router)
+        addMarkerRoutes(router)
         let access = self.access
         router.get("/metrics") { _, _ in
             let text = metrics.render(feed.snapshot, http: access.refusals, connectionsRefused: connections.refused)

@@ -128,10 +128,19 @@ public enum PushPostAnswer: Sendable, Equatable {
     case unavailable(String)
 }
 
-/// Hands a checked post to the hub's loop and waits for its answer (given after the store write).
-public struct PushPoster: Sendable {
-    public let post: @Sendable (PushPostRequest) async -> PushPostAnswer
-    public init(_ post: @escaping @Sendable (PushPostRequest) async -> PushPostAnswer) { self.post = post }
+/// Hands a checked request to the hub's loop and waits for its answer (a push's after the store
+/// write, a marker's at its commit or when it is due).
+public struct LoopPoster<Request: Sendable, Answer: Sendable>: Sendable {
+    public let post: @Sendable (Request) async -> Answer
+    public init(_ post: @escaping @Sendable (Request) async -> Answer) { self.post = post }
+}
+
+public typealias PushPoster = LoopPoster<PushPostRequest, PushPostAnswer>
+
+/// A request's whole body; a longer one than `limit` is refused (413) by Hummingbird.
+func bodyBytes(_ request: Request, upTo limit: Int) async throws -> [UInt8] {
+    let buffer = try await request.body.collect(upTo: limit)
+    return buffer.getBytes(at: buffer.readerIndex, length: buffer.readableBytes) ?? []
 }
 
 extension HubHTTPServer {
@@ -148,9 +157,7 @@ extension HubHTTPServer {
         }
         router.post("/api/push") { request, _ in
             guard let poster else { return jsonResponse(APIError(error: "push is off on this hub").json, status: .notFound) }
-            let buffer = try await request.body.collect(upTo: 16 * 1024)
-            let bytes = buffer.getBytes(at: buffer.readerIndex, length: buffer.readableBytes) ?? []
-            switch PushPostRequest.parse(bytes) {
+            switch PushPostRequest.parse(try await bodyBytes(request, upTo: 16 * 1024)) {
             case let .failure(e): return jsonResponse(APIError(error: e.reason).json, status: .badRequest)
             case let .success(p):
                 switch await poster.post(p) {

@@ -32,7 +32,7 @@ extension HubInfo {
                  "storeHealthy": .bool(storeHealthy), "storeMessage": string(storeMessage),
                  "unexpectedPeersTotal": count(unexpectedPeersTotal), "forgottenNodesTotal": count(forgottenNodesTotal),
                  "discoveryDroppedTotal": count(discoveryDroppedTotal),
-                 "drops": dropsJSON, "mqtt": mqtt?.json, "push": push?.json])
+                 "drops": dropsJSON, "mqtt": mqtt?.json, "push": push?.json, "group": group?.json])
     }
 
     /// `drops` as an object, keys in sorted order.
@@ -40,6 +40,20 @@ extension HubInfo {
         var o = JSONObject()
         for (key, value) in drops.sorted(by: { $0.key < $1.key }) { o[key] = count(value) }
         return .object(o)
+    }
+}
+
+extension HubGroupInfo {
+    public var json: JSON {
+        .sorted(["name": .string(name), "member": .string(member), "leader": string(leader), "term": count(term),
+                 "connected": .integer(Int64(connected)), "members": .integer(Int64(members)), "pending": .integer(Int64(pending)),
+                 "strangersTotal": count(strangersTotal), "markers": .array(markers.map(\.json))])
+    }
+}
+
+extension HubMarker {
+    public var json: JSON {
+        .sorted(["id": .string(id), "author": .string(author), "timeMs": timeMs.map(JSON.integer), "text": .string(text)])
     }
 }
 

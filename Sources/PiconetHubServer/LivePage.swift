@@ -26,10 +26,17 @@ enum LivePage {
  .nums div{background:#121820;border-radius:4px;padding:.25em .4em}
  .nums b{display:block;font-size:1.2em} canvas{width:100%;height:130px;background:#121820;border-radius:4px}
  .label{font-size:.8em;color:#9aa} .kind{font-size:.8em;color:#9aa;margin:-.2em 0 .4em}
+ #group{background:#1a2129;border-radius:8px;padding:.6em .8em;margin-bottom:1em} #group[hidden]{display:none}
+ #markers{margin:.4em 0;padding-left:1.4em;max-height:12em;overflow-y:auto} #markers .t{color:#9aa;margin-right:.6em}
+ #marker-form input{width:24em;max-width:70%;background:#121820;color:#e6e6e6;border:1px solid #2a3440;border-radius:4px;padding:.2em .4em}
 </style></head>
 <body>
 <h1>Piconet hub</h1>
 <div id="status">connecting to the hub…</div>
+<div id="group" hidden><b>Markers</b> <span id="group-status" class="label"></span>
+ <ol id="markers"></ol>
+ <form id="marker-form"><input id="marker-text" maxlength="200" placeholder="interval 3 start" autocomplete="off">
+ <button type="submit">Add marker</button> <span id="marker-result" class="label"></span></form></div>
 <div id="nodes"></div>
 <script>
 "use strict";
@@ -98,7 +105,40 @@ function plot(canvas, pts, key, lo, hi, unit, color) {
 }
 // The server sends nodes by name, then id; sorting here too keeps the cards still if it did not.
 function byNameThenId(a, b) { return a.name < b.name ? -1 : a.name > b.name ? 1 : (a.id < b.id ? -1 : a.id > b.id ? 1 : 0); }
+// The group's markers: text set with textContent (a marker comes from another hub: never markup).
+function renderMarkers(g) {
+  const box = document.getElementById("group");
+  if (!g) { box.hidden = true; return; }
+  box.hidden = false;
+  document.getElementById("group-status").textContent =
+    `group ${g.name} · ${g.connected + 1} of ${g.members} hubs · ` + (g.leader ? `leader ${g.leader.slice(0, 8)}` : "no leader") +
+    (g.pending ? ` · ${g.pending} pending` : "");
+  const list = document.getElementById("markers");
+  if (list.dataset.ids === g.markers.map(m => m.id).join(",")) return;
+  list.dataset.ids = g.markers.map(m => m.id).join(",");
+  list.replaceChildren(...g.markers.map(m => {
+    const li = document.createElement("li"), t = document.createElement("span");
+    t.className = "t"; t.textContent = m.timeMs ? new Date(m.timeMs).toLocaleTimeString() : "";
+    li.append(t, document.createTextNode(m.text)); li.dataset.id = m.id; return li;
+  }));
+  document.body.dataset.markers = g.markers.length;
+}
+document.getElementById("marker-form").onsubmit = async e => {
+  e.preventDefault();
+  const input = document.getElementById("marker-text"), out = document.getElementById("marker-result");
+  const text = input.value.trim();
+  if (!text) return;
+  out.textContent = "adding…";
+  try {
+    const r = await fetch("/api/markers", {method: "POST", headers: {"Content-Type": "application/json"},
+                                             body: JSON.stringify({text}), credentials: "same-origin"});
+    const body = await r.json().catch(() => ({}));
+    if (r.status === 201 || r.status === 202) { input.value = ""; out.textContent = r.status === 201 ? "added" : "pending: no leader yet, retrying"; }
+    else out.textContent = body.error || `refused (HTTP ${r.status})`;
+  } catch (err) { out.textContent = "hub unreachable: " + err; }
+};
 function render(s) {
+  renderMarkers(s.hub.group);
   document.getElementById("status").textContent =
     `${s.nodes.length} node(s) · ${s.hub.messagesTotal} messages · updated ${new Date(s.generatedAt * 1000).toLocaleTimeString()}` +
     (s.hub.storeHealthy ? "" : " · STORE: " + (s.hub.storeMessage || "unavailable"));

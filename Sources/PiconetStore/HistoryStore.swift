@@ -247,6 +247,8 @@ public final class HistoryStore {
                 CREATE INDEX segment_time_node ON segment(first_received_at, node);
                 """)
         }
+        if last == "v3-time-index" { return m }
+        m.registerMigration("v4-markers") { db in try db.execute(sql: HistoryStore.markerTable) }
         return m
     }
 

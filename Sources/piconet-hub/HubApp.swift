@@ -88,6 +88,8 @@ final class HubApp {
     var push: HubPushHost?
     /// `--alert`: conditions that push, deduplicated (evaluated once a second in `refresh`).
     var alertRules: AlertRules
+    /// `--group`: the group's session, driver and markers (HubGroup.swift).
+    var group: HubGroup?
 
     static let inviteRetry = HubNodeManager.inviteRetry
 
@@ -129,6 +131,16 @@ final class HubApp {
         if let path = settings.pushDatabase {
             do { push = try HubPushHost(path: path, loop: loop, session: host.session) } catch {
                 Self.closeHistory(recorder, spoolPath: spoolPath, settings: settings)
+                throw error
+            }
+        }
+        if let g = settings.group {
+            do {
+                group = try HubGroup(g, identityPath: settings.identityPath, displayName: settings.name, loop: loop, store: recorder.store,
+                                     log: { Console.err("piconet-hub: \($0)\n") })
+            } catch {
+                Self.closeHistory(recorder, spoolPath: spoolPath, settings: settings)
+                push?.close()
                 throw error
             }
         }
@@ -223,7 +235,8 @@ final class HubApp {
             let access = HubHTTPAccess(token: try Self.loadOrCreateToken(tokenPath), boundHost: host, port: settings.httpPort,
                                        hosts: Self.ownHostNames())
             httpAccess = access
-            let server = HubHTTPServer(feed: feed, access: access, maximumConnections: settings.httpMaxConnections, poster: push?.poster)
+            let server = HubHTTPServer(feed: feed, access: access, maximumConnections: settings.httpMaxConnections, poster: push?.poster,
+                                       markerPoster: group?.poster)
             let port = settings.httpPort
             let failure = httpFailure, remote = loop.remote
             self.server = Task.detached {
@@ -255,6 +268,12 @@ final class HubApp {
             answers = input
             nodeManager.policy.canAsk = true
         }
+        if let group {
+            say("piconet-hub: group \(group.startLine)\n")
+            group.onChange = { [unowned self] in self.publishGroup() }
+            group.onFailure = { [unowned self] in self.shutdown() }
+            group.start()
+        }
         lights?.driver.show(.advertising)
         startExport()
         refreshTimer = loop.scheduleRepeating(every: .seconds(1)) { [unowned self] in self.refresh() }
@@ -271,8 +290,10 @@ final class HubApp {
         feed.finishAll()
         if let e = recorder.flush() { Console.err("piconet-hub: history not saved on exit: \(e)\n") }
         if let path = settings.latencyReport { writeLatencyReport(path) }
+        group?.close()
         closeHistory()
         push?.close()
+        if let failure = group?.failure { throw HubStartFailure(status: ExitStatus.ioError, description: failure) }
         if let failure = bluetoothNodes.failure { throw HubSettings.Invalid(description: failure) }
     }
 
@@ -389,6 +410,7 @@ final class HubApp {
         info.mqtt = exportRefresh(built.nodes, snaps)
         if let push, !alertRules.rules.isEmpty { push.alert(alertRules.evaluate(built.observations, at: now)) }
         info.push = push?.info
+        info.group = group?.info
         let snapshot = HubSnapshot(generatedAt: WallClock.secondsSinceEpoch(), hub: info, nodes: built.nodes)
         feed.publish(snapshot)
         if settings.json {
@@ -396,6 +418,14 @@ final class HubApp {
         } else if !settings.quiet, inPlace || ticks % 5 == 0 {
             Console.out(TerminalTable.render(snapshot, inPlace: inPlace))
         }
+    }
+
+    /// The group's markers or leader changed: the page and `/api/markers` see it now, not at the next refresh.
+    func publishGroup() {
+        guard let group else { return }
+        var s = feed.snapshot
+        s.hub.group = group.info
+        feed.publish(s)
     }
 
     /// The mDNS browser's bounds, sized for the fleet (`HubCapacity`).

@@ -57,6 +57,8 @@ struct HubSettings {
     var nodeMaximums: [String: Double] = [:]
     /// `--port`: the session's UDP port (0: any free one; push subscribers need a known one).
     var port = 0
+    /// `--group` and its companions (HubGroup.swift); nil: the hub is in no group.
+    var group: HubGroupSettings?
 
     /// Config file keys: the long flag names, plus `role`, `state-dir`, `gpio-chip`, `allow-list`.
     /// The camelCase spellings of earlier configs stay accepted.
@@ -64,7 +66,8 @@ struct HubSettings {
         binary: "piconet-hub",
         keys: Set(["name", "role", "service", "interface", "state-dir", "identity", "invite", "allow-list", "http", "http-max-connections", "db",
                "max-heart-rate", "retention-days", "commit-interval", "sync-interval", "spool", "forget-after", "encryption", "board", "gpio-chip", "boards-dir", "transport", "adapter",
-               "security", "pairing", "push-db", "port", "alert", "node-max-heart-rate"]).union(MQTTSettings.configKeys),
+               "security", "pairing", "push-db", "port", "alert", "node-max-heart-rate"])
+            .union(MQTTSettings.configKeys).union(HubGroupSettings.configKeys),
         aliases: ["interfaces": "interface", "stateDirectory": "state-dir", "allowList": "allow-list", "maxHeartRate": "max-heart-rate",
                   "retentionDays": "retention-days", "commitInterval": "commit-interval", "boardsDirectory": "boards-dir", "gpioChip": "gpio-chip"],
         elsewhere: ["accept": "piconet-node", "trust-store": "piconet-node", "trustStore": "piconet-node", "profile": "piconet-node",
@@ -198,6 +201,7 @@ struct HubSettings {
             ?? file?.integer("port", in: 0...65535).map(Int.init) {
             s.port = p
         }
+        s.group = try HubGroupSettings.resolve(c, file, identityPath: s.identityPath)
         return s
     }
 }

@@ -15,14 +15,17 @@ struct HubCommand: ParsableCommand {
         abstract: "The Piconet aggregator hub: find nodes, pair, aggregate, store and serve their samples.",
         discussion: """
         Example (one-machine demo): piconet-hub --invite auto --interface lo --http 127.0.0.1:8080 --db /tmp/hub.sqlite
-        HTTP: GET /  (live page)   /api/nodes   /api/nodes/{id}/series?window=10s|60s|session   /api/push   /metrics;  POST /api/push (token)
+        HTTP: GET /  (live page)   /api/nodes   /api/nodes/{id}/series?window=10s|60s|session   /api/push   /api/markers   /metrics;  POST /api/push, /api/markers (token)
+        Group: piconet-hub --group gym --group-key gym.groupkey --group-member PEER_ID@10.0.0.2:7400 --group-member PEER_ID@10.0.0.3:7400
         Config file keys (JSON object) are the long option names: name, service, interface, identity, invite, http, http-max-connections,
         db, max-heart-rate, retention-days, commit-interval, sync-interval, spool, forget-after, encryption, board, boards-dir, transport, adapter, security, pairing,
-        mqtt, mqtt-ca, mqtt-user, mqtt-password-file, mqtt-cert, mqtt-key, mqtt-outbox, mqtt-commands, mqtt-insecure-plaintext, push-db, port, alert, node-max-heart-rate;
+        mqtt, mqtt-ca, mqtt-user, mqtt-password-file, mqtt-cert, mqtt-key, mqtt-outbox, mqtt-commands, mqtt-insecure-plaintext, push-db, port, alert, node-max-heart-rate,
+        group, group-key, group-member, group-port, group-journal;
         and role, state-dir, gpio-chip, allow-list (older camelCase keys are accepted too).
         Bluetooth: piconet-hub --transport bluetooth --adapter hci0 (LE scanning, invitations over L2CAP).
         Exit status: 0 done, 1 failed while running, 64 bad option, 69 interface or HTTP port
-        unavailable, 74 history database unusable, 77 key file refused, 78 bad config file.
+        unavailable, 65 group journal damaged, 74 history database or group journal unusable, 77 key file refused,
+        78 bad config file or group key file refused.
         """,
         version: PiconetVersion.line("piconet-hub"))
 
@@ -108,6 +111,17 @@ struct HubCommand: ParsableCommand {
     var nodeMaxHeartRate: [String] = []
     @Option(parsing: .unconditional, help: "UDP port of the hub's session, 0-65535 (default 0: any free one; push subscribers dial it with --address).")
     var port: Int?
+    @Option(help: ArgumentHelp("Join the group NAME (1-63 bytes) with --group-key and --group-member: live-page markers shared by every hub of it.",
+                               discussion: "A marker added on any hub's page (or POST /api/markers) is committed through the group's leader and shown on every hub's page and recorded in its history."))
+    var group: String?
+    @Option(help: "The group's key file (64 hex digits, mode 0600; make one with `piconet group new-key FILE` and copy it to every hub).")
+    var groupKey: String?
+    @Option(help: "Another hub of the group, PEER_ID@A.B.C.D:PORT (repeatable: every other one; each hub prints its peer ID at start).")
+    var groupMember: [String] = []
+    @Option(parsing: .unconditional, help: "UDP port of the hub's group session, 1-65535 (default 7400).")
+    var groupPort: Int?
+    @Option(help: "The group's journal file (default: group-NAME.journal beside the identity key).")
+    var groupJournal: String?
     @Option(parsing: .unconditional, help: "Stop after this many seconds (0 = run until SIGINT/SIGTERM; at most 315360000).")
     var duration: Double = 0
     @Flag(help: "Plain lines instead of the in-place table, even on a terminal.")

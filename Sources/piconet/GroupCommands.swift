@@ -72,69 +72,28 @@ struct GroupJoinCommand: ParsableCommand {
 
     func run() throws {
         let me = "group join"
-        guard !name.isEmpty, name.utf8.count <= GroupKeyProof.maximumNameLength else {
-            throw usageFailure(me, "--name takes 1 to \(GroupKeyProof.maximumNameLength) bytes, got \(name.utf8.count)")
-        }
         guard (0...65535).contains(port) else { throw usageFailure(me, "--port must be 0...65535, got \(port)") }
-        var others: [GroupMemberAddress] = []
-        for m in member {
-            guard let at = m.firstIndex(of: "@"), let peer = PeerID(hex: String(m[..<at])) else {
-                throw usageFailure(me, "--member takes PEER_ID@A.B.C.D:PORT (32 hex digits, then the address), not '\(m)'")
-            }
-            do { others.append(GroupMemberAddress(peer: peer, address: try UDPSessionHost.parseAddress(String(m[m.index(after: at)...])))) }
-            catch { throw usageFailure(me, "--member \(m): \(error)") }
-        }
-        guard !others.isEmpty else { throw usageFailure(me, "give at least one --member (every other member of the group)") }
-        let groupKey: [UInt8]
-        do { groupKey = try GroupKeyFile.read(key) } catch {
-            throw cliFailure(me, "group key \(error)", code: ExitStatus.configuration)
-        }
-        let label = String(name.map { (c: Character) -> Character in c == "/" ? "_" : c })
+        let others: [GroupMemberAddress], groupKey: [UInt8]
+        do {
+            others = try GroupMembership.check(name: name, members: member, nameOption: "--name", memberOption: "--member")
+            groupKey = try GroupMembership.readKey(key)
+        } catch { throw groupFailure(me, error) }
+        let label = GroupMembership.fileLabel(name)
         var spec = SessionHostSpec(keyFile: identity ?? SessionIdentityFile.defaultPath(name: "group-" + label), displayName: name,
                                    encryption: .required, policy: .acceptAll, transport: .wifi, interfaces: [], adapter: nil,
                                    linkSecurity: LinkSecurity())
         spec.udpBind = .ipv4(host: 0, port: UInt16(port))
         let (loop, host) = try openHost(me, spec)
         defer { host.close() }
-        let self_ = MemberID(bytes: host.identity.peerID.bytes)!
-        guard !others.contains(where: { $0.peer == host.identity.peerID }) else {
-            throw usageFailure(me, "--member names this member's own peer ID \(host.identity.peerID): give only the others")
-        }
         let path = journal ?? SessionIdentityFile.directory + "/group-" + label + ".journal"
-        let file: GroupJournalFile
-        do { file = try GroupJournalFile(path: path, group: Array(name.utf8), member: self_) } catch {
-            if case .unreadable = error { throw cliFailure(me, error.description, code: ExitStatus.dataError) }
-            throw cliFailure(me, error.description, code: ExitStatus.ioError)
-        }
-        if file.tornBytes > 0 && !quiet {
-            errorLine("piconet group join: journal \(path): dropped a torn last record (\(file.tornBytes) bytes, never acknowledged)")
-        }
-        // Timeouts sized for this disk: every vote and append waits for a sync before its answer.
-        let sync: Duration
-        do { sync = try GroupJournalFile.syncLatency(nextTo: path) } catch {
-            throw cliFailure(me, error.description, code: ExitStatus.ioError)
-        }
-        var random: SecureRandom
-        do { random = try SecureRandom() } catch { throw cliFailure(me, "\(error)", code: ExitStatus.failure) }
-        let node: GroupNode<Whiteboard, SecureRandom>
+        let opened: GroupMembership.Opened
         do {
-            node = try GroupNode(id: self_, members: [self_] + others.map(\.member), configuration: .timed(forJournalSync: sync),
-                                 restoring: file.storage, random: random, at: loop.now)
-        } catch {
-            throw cliFailure(me, "journal \(path): \(error)", code: ExitStatus.dataError)
-        }
-        let nonces: SecureRandom, lineIDs: SecureRandom
-        do { nonces = try SecureRandom(); lineIDs = try SecureRandom() } catch { throw cliFailure(me, "\(error)", code: ExitStatus.failure) }
-        let driver = GroupDriver(loop: loop, session: host.session, group: name, key: groupKey, members: others, node: node,
-                                 journal: file, nonces: nonces)
+            opened = try GroupMembership.open(loop: loop, session: host.session, me: host.identity.peerID, udpPort: host.udpPort,
+                                              name: name, key: groupKey, others: others, journalPath: path)
+        } catch { throw groupFailure(me, error) }
+        let driver = opened.driver, file = opened.journal, lineIDs = opened.ids
         let terminal = GroupTerminal(loop: loop, driver: driver, ids: lineIDs, json: json, quiet: quiet)
-        if !quiet {
-            let c = node.configuration, syncUs = sync.nanoseconds / 1000
-            errorLine("piconet group join: \(host.identity.peerID) in group '\(TerminalText.escaped(name))' on port \(host.udpPort ?? 0), "
-                      + "\(others.count + 1) members, journal \(path) (term \(file.storage.term), \(file.storage.entries.count) entries), "
-                      + "election timeout \(c.electionTimeoutMinimum.nanoseconds / 1_000_000)-\(c.electionTimeoutMaximum.nanoseconds / 1_000_000) ms, "
-                      + "heartbeat \(c.heartbeatInterval.nanoseconds / 1_000_000) ms (journal sync \(syncUs / 1000).\(syncUs % 1000 / 100) ms)")
-        }
+        if !quiet { errorLine("piconet group join: " + opened.startLine) }
         do {
             try loop.onSignal([.interrupt, .terminate]) { _ in loop.stop() }
             terminal.start()
@@ -151,6 +110,16 @@ struct GroupJoinCommand: ParsableCommand {
         }
         if terminal.exitCode != 0 { throw ExitCode(terminal.exitCode) }
         if !terminal.board.pending.isEmpty { throw ExitCode(ExitStatus.tryAgain) }
+    }
+}
+
+/// A set-up failure as the command line reports it: usage 64, key 78, damaged journal 65, I/O 74.
+func groupFailure(_ command: String, _ error: GroupMembership.Failure) -> any Error {
+    switch error {
+    case let .usage(why): return usageFailure(command, why)
+    case .key: return cliFailure(command, error.description, code: ExitStatus.configuration)
+    case .damaged: return cliFailure(command, error.description, code: ExitStatus.dataError)
+    case .io: return cliFailure(command, error.description, code: ExitStatus.ioError)
     }
 }
 
