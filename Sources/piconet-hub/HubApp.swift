@@ -137,7 +137,8 @@ final class HubApp {
         if let g = settings.group {
             do {
                 group = try HubGroup(g, identityPath: settings.identityPath, displayName: settings.name, loop: loop, store: recorder.store,
-                                     log: { Console.err("piconet-hub: \($0)\n") })
+                                     log: { [quiet = settings.quiet] in if !quiet { Console.err("piconet-hub: \($0)\n") } },
+                                     warn: { Console.err("piconet-hub: \($0)\n") })
             } catch {
                 Self.closeHistory(recorder, spoolPath: spoolPath, settings: settings)
                 push?.close()

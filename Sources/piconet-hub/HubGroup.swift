@@ -66,18 +66,21 @@ final class HubGroup {
     /// Called on the loop when the markers, the leader or the members changed.
     var onChange: () -> Void = {}
     var onFailure: () -> Void = {}
+    /// Events (leader, members, refusals): not with `--quiet`; `warn`: failures, always.
     let log: (String) -> Void
+    let warn: (String) -> Void
 
     /// Markers added here that may wait for their commit at once: more is refused (503) until some commit.
     static let maximumPending = 64
     static let answerWithin = Duration.seconds(3)
 
     init(_ settings: HubGroupSettings, identityPath: String, displayName: String, loop: EpollLoop, store: HistoryStore?,
-         log: @escaping (String) -> Void) throws {
+         log: @escaping (String) -> Void, warn: @escaping (String) -> Void) throws {
         self.settings = settings
         self.loop = loop
         self.store = store
         self.log = log
+        self.warn = warn
         let key: [UInt8]
         do { key = try GroupMembership.readKey(settings.keyPath) } catch { throw Self.startFailure(error) }
         var spec = SessionHostSpec(keyFile: identityPath, displayName: displayName, encryption: .required, policy: .acceptAll,
@@ -212,7 +215,7 @@ final class HubGroup {
                 storeFailed = false
             } catch {
                 // Said once per failing stretch; the markers stay on the board and are recorded at the next restart.
-                if !storeFailed { log("group markers not recorded in the history: \(error)") }
+                if !storeFailed { warn("group markers not recorded in the history: \(error)") }
                 storeFailed = true
             }
         }
