@@ -125,7 +125,7 @@ let package = Package(
         .target(name: "PiconetSensors",
                 dependencies: ["PiconetWire", "PiconetLoop", "CMath"],
                 swiftSettings: swift6),
-        .target(name: "PiconetHub", dependencies: ["PiconetSensors", "PiconetWire", "PiconetLoop", "PiconetDiscovery", "PiconetSession"],
+        .target(name: "PiconetHub", dependencies: ["PiconetSensors", "PiconetWire", "PiconetLoop", "PiconetDiscovery", "PiconetSession", "PiconetUpdate"],
                 swiftSettings: swift6),
         // The node's decisions (consent, sample queues, batches, summaries, tallies) as one machine
         // piconet-node carries out: above Sensors, which knows nothing of invitations or buttons.
@@ -150,7 +150,7 @@ let package = Package(
 
         // Board updates: the package a board receives, its checks, and the A/B slot state that
         // decides which binary starts (pure; the node links it, so Embedded too).
-        .target(name: "PiconetUpdate", dependencies: ["PiconetWire", "PiconetSession"], swiftSettings: swift6),
+        .target(name: "PiconetUpdate", dependencies: ["PiconetWire", "PiconetLoop", "PiconetSession"], swiftSettings: swift6),
 
         // The MQTT fleet export's topics, payloads and Home Assistant discovery (pure).
         .target(name: "PiconetFleet", dependencies: ["PiconetWire"], swiftSettings: swift6),

@@ -89,6 +89,8 @@ public struct NodeStatus: Sendable, Codable, Equatable {
     /// The node's numbered reliable summaries as the hub received them (`ReliableDeliveryCheck`):
     /// nil until one arrived.
     public var reliable: ReliableDeliveryStatus?
+    /// The node's over-the-air update as its last report said; nil when it reported none.
+    public var update: NodeUpdateStatus?
     /// Recent series for the live page and `/api/nodes/{id}/series`: one point per second while
     /// the node sends, at most the hub's series limit, oldest first (see `SeriesPoint`).
     public var series: [SeriesPoint]
@@ -122,6 +124,26 @@ public struct NodeStatus: Sendable, Codable, Equatable {
     /// advertise any name).
     public static func displayOrder(_ a: NodeStatus, _ b: NodeStatus) -> Bool {
         a.name != b.name ? a.name < b.name : a.id < b.id
+    }
+}
+
+/// A node's over-the-air update as its last report said (`NodeUpdates`): `state` is receiving,
+/// verifying, installed, on trial, confirmed, rolled back or refused; the package's bytes
+/// verified, its size and the percentage while it arrives; the `version` concerned; `detail`
+/// why (text from the node: escape it before a terminal); `at` when the hub took the report
+/// (seconds since the Unix epoch: an old "receiving" is a transfer that stopped).
+public struct NodeUpdateStatus: Sendable, Codable, Equatable {
+    public var state: String
+    public var bytesDone: UInt64?
+    public var bytesTotal: UInt64?
+    public var percent: Int?
+    public var version: String?
+    public var detail: String?
+    public var at: Double
+
+    public init(state: String, at: Double) {
+        self.state = state
+        self.at = at
     }
 }
 

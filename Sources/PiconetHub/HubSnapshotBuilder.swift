@@ -30,10 +30,12 @@ public struct HubSnapshotBuilder {
     /// One row per node the hub knows: every node that sent data (`snapshots`) and every node a
     /// discovery record claims, sent or not. `state` is the session's state of a peer; `wallOffset`
     /// turns the hub's monotonic instants into seconds since the Unix epoch (`lastSeen`, series).
+    /// `updates`: the nodes' update reports (a node that reported one has a row too).
     public mutating func nodes(_ snapshots: [NodeSnapshot], manager: HubNodeManager, state: (PeerID) -> PeerState,
-                               at now: Instant, wallOffset: Double) -> Nodes {
+                               updates: NodeUpdates = NodeUpdates(), at now: Instant, wallOffset: Double) -> Nodes {
         var peers = Set(manager.services.values.compactMap(HubNodeManager.claimedPeer))
         for s in snapshots { if let p = PeerID(hex: s.id.rawValue) { peers.insert(p) } }
+        peers.formUnion(updates.entries.keys)
         let byID = Dictionary(snapshots.map { ($0.id.rawValue, $0) }, uniquingKeysWith: { a, _ in a })
         var out = Nodes(nodes: [], observations: [])
         for peer in peers.sorted() {
@@ -67,6 +69,7 @@ public struct HubSnapshotBuilder {
             status.board = record?.info.string("board")
             status.sensorLocation = snap?.latestSummary?.sensorLocation?.description
             if let d = snap?.delivery, d.current != nil { status.reliable = Self.reliableStatus(d) }
+            status.update = updates.status(of: peer, wallOffset: wallOffset)
             out.nodes.append(status)
             out.observations.append(AlertObservation(node: peer.description, name: status.name, bpm: bpm, lastSample: snap?.lastSeen,
                                                      connected: sessionState == .connected,
@@ -94,10 +97,11 @@ public struct HubSnapshotBuilder {
     }
 
     /// The hub-wide counters (`HubInfo`, without the MQTT export and push, which their hosts fill).
-    /// `kernelDropped`: datagrams the kernel dropped at the session and mDNS sockets.
+    /// `kernelDropped`: datagrams the kernel dropped at the session and mDNS sockets; `updates`:
+    /// the nodes' update reports that did not parse or found the table full.
     public static func info(name: String, aggregator: HubCounters, rejected: UInt64, manager: NodeManagerCounters,
                             session: SessionStatistics, browsers: [MDNSBrowser.Stats], kernelDropped: Int,
-                            history: History) -> HubInfo {
+                            history: History, updates: NodeUpdates.Counters = NodeUpdates.Counters()) -> HubInfo {
         var info = HubInfo(name: name, messagesTotal: UInt64(aggregator.messages), rejectedTotal: rejected)
         info.unexpectedPeersTotal = UInt64(manager.impostorAnswers)
         info.forgottenNodesTotal = UInt64(aggregator.forgottenNodes)
@@ -107,6 +111,8 @@ public struct HubSnapshotBuilder {
         // Records of nodes `--invite` does not admit: listed as not admitted, never invited.
         info.drops["nodesNotAdmitted"] = UInt64(manager.notAdmitted)
         info.drops["historyQueueDropped"] = UInt64(history.queueDropped)
+        info.drops["updateReportsMalformed"] = UInt64(updates.malformed)
+        info.drops["updateReportsDropped"] = UInt64(updates.dropped)
         if let failure = history.failure {
             info.storeHealthy = false
             info.storeMessage = failure

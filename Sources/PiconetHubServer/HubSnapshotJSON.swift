@@ -63,7 +63,7 @@ extension NodeStatus {
                  "avg": number(avg), "max": number(max), "rmssd": number(rmssd), "sdnn": number(sdnn),
                  "activity": number(activity), "steps": .integer(Int64(steps)), "cadence": number(cadence),
                  "loss": .number(loss), "latencyMs": number(latencyMs), "lastSeen": number(lastSeen),
-                 "profile": string(profile), "board": string(board), "sensorLocation": string(sensorLocation), "reliable": reliable?.json, "series": .array(series.map(\.json))])
+                 "profile": string(profile), "board": string(board), "sensorLocation": string(sensorLocation), "reliable": reliable?.json, "update": update?.json, "series": .array(series.map(\.json))])
     }
 
     /// The node without its series (`/api/nodes`, `--json`: up to 600 points each stay on
@@ -72,6 +72,13 @@ extension NodeStatus {
         var n = self
         n.series = []
         return n
+    }
+}
+
+extension NodeUpdateStatus {
+    public var json: JSON {
+        .sorted(["state": .string(state), "bytesDone": bytesDone.map(count), "bytesTotal": bytesTotal.map(count),
+                 "percent": percent.map { .integer(Int64($0)) }, "version": string(version), "detail": string(detail), "at": .number(at)])
     }
 }
 

@@ -29,6 +29,7 @@ enum LivePage {
  #group{background:#1a2129;border-radius:8px;padding:.6em .8em;margin-bottom:1em} #group[hidden]{display:none}
  #markers{margin:.4em 0;padding-left:1.4em;max-height:12em;overflow-y:auto} #markers .t{color:#9aa;margin-right:.6em}
  #marker-form input{width:24em;max-width:70%;background:#121820;color:#e6e6e6;border:1px solid #2a3440;border-radius:4px;padding:.2em .4em}
+ .upd{font-size:.85em;margin:-.2em 0 .4em} .upd:empty{display:none} .upd progress{width:8em;vertical-align:middle}
 </style></head>
 <body>
 <h1>Piconet hub</h1>
@@ -49,7 +50,7 @@ function card(n) {
   const el = document.createElement("div");
   el.className = "card"; el.id = "node-" + n.id;
   el.innerHTML = `<h2><span class="name"></span><span class="state"></span></h2>
-   <div class="kind"></div>
+   <div class="kind"></div><div class="upd"></div>
    <div class="nums"><div>bpm<b class="bpm"></b></div><div>min/avg/max<b class="mam"></b></div>
    <div>RMSSD ms<b class="rmssd"></b></div><div>loss<b class="loss"></b></div>
    <div>steps<b class="steps"></b></div><div>cadence<b class="cad"></b></div>
@@ -103,6 +104,19 @@ function plot(canvas, pts, key, lo, hi, unit, color) {
   g.stroke();
   return ps.length;
 }
+// A node's update line: what its last report said (the text is the node's: set as text, never HTML).
+function update(el, u) {
+  const box = el.querySelector(".upd");
+  box.replaceChildren();
+  if (!u) return;
+  let t = `update: ${u.state}` + (u.version ? ` ${u.version}` : "");
+  if (u.percent !== undefined) t += ` · ${u.percent}% (${fmt(u.bytesDone / 1024, 0)} of ${fmt(u.bytesTotal / 1024, 0)} KiB)`;
+  if (u.detail) t += ` · ${u.detail}`;
+  box.append(t);
+  if (u.state === "receiving" && u.percent !== undefined) {
+    const bar = document.createElement("progress"); bar.max = 100; bar.value = u.percent; box.append(" ", bar);
+  }
+}
 // The server sends nodes by name, then id; sorting here too keeps the cards still if it did not.
 function byNameThenId(a, b) { return a.name < b.name ? -1 : a.name > b.name ? 1 : (a.id < b.id ? -1 : a.id > b.id ? 1 : 0); }
 // The group's markers: text set with textContent (a marker comes from another hub: never markup).
@@ -150,6 +164,7 @@ function render(s) {
     el.querySelector(".kind").textContent =
       `simulated profile: ${n.profile || "unknown"} · board: ${n.board || "unknown"}`;
     el.querySelector(".name").textContent = n.name;
+    update(el, n.update);
     const st = el.querySelector(".state"); st.textContent = n.state; st.className = "state " + n.state;
     el.querySelector(".bpm").textContent = fmt(n.bpm, 0);
     el.querySelector(".mam").textContent = `${fmt(n.min, 0)}/${fmt(n.avg, 0)}/${fmt(n.max, 0)}`;

@@ -7,7 +7,8 @@ import PiconetUpdate
 /// resource, checks it (`UpdateCheck`), writes its binary into the free slot, puts it on trial
 /// and asks to be restarted; a trial binary confirms itself once a session is back, or rolls
 /// itself back at its deadline. What happened goes back to the sender on a stream named
-/// `statusStream`, one line, when the sender is connected (after the restart, too).
+/// `statusStream`, one line, when the sender is connected (after the restart, too). Every
+/// connected peer (its hubs) gets `UpdateReport`s as `UpdateReporter` says.
 public final class BoardUpdates {
     public static let packageName = "piconet-node.update"
     public static let statusStream = "piconet.update"
@@ -34,6 +35,7 @@ public final class BoardUpdates {
     let running: ELFIdentity
     var state: UpdateState
     var healthTimer: TimerID?
+    var reporter: UpdateReporter
     struct StatusKey: Hashable { var peer: PeerID; var stream: StreamID }
     /// Status streams we opened: their events are ours.
     var statusStreams: Set<StatusKey> = []
@@ -65,6 +67,7 @@ public final class BoardUpdates {
         transfers.receiverConfiguration.onlyName = Self.packageName
         transfers.receiverConfiguration.maximumSize = settings.sizeLimit + UInt64(UpdatePackageHeader.maximumLength)
         state = settings.files.readState().state
+        reporter = UpdateReporter(current: UpdateReport(state: state, running: UpdateLauncher.runningSlot))
         transfers.onReport = { [weakSelf] r in weakSelf.owner?.report(r) }
     }
 
@@ -94,7 +97,10 @@ public final class BoardUpdates {
                 break
             }
         }
-        if case let .peerStateChanged(peer, .connected) = event { connected(peer) }
+        if case let .peerStateChanged(peer, .connected) = event {
+            if let r = reporter.hubConnected() { send(r, to: [peer]) }
+            connected(peer)
+        }
         return transfers.handle(event)
     }
 
@@ -104,6 +110,7 @@ public final class BoardUpdates {
             healthTimer = nil
             save(UpdateGuard.confirmed(state))
             log("update: \(state.outcome) (session with \(peer))")
+            post(UpdateReport(.confirmed, version: state.goodVersion))
         }
         guard !state.outcome.isEmpty, state.sender == peer.description else { return }
         tell(peer, "update: \(state.outcome)")
@@ -113,21 +120,32 @@ public final class BoardUpdates {
     }
 
     func report(_ r: ResourceTransfers.Report) {
-        guard r.direction == .receiving, let e = r.event else { return }
+        guard r.direction == .receiving else { return }
+        guard let e = r.event else {
+            if let p = UpdateReport.progress(r.state, r.progress) { post(p) }
+            return
+        }
         switch e {
         case .completed:
             let path = settings.files.incomingDirectory + "/" + r.name
             defer { try? FileSystem.remove(path) }
+            post(UpdateReport(.verifying))
             switch install(path, from: r.peer) {
             case let .failure(refusal):
                 log("update from \(r.peer) refused: \(refusal)")
                 tell(r.peer, "update: refused: \(refusal)")
+                post(UpdateReport(.refused, detail: "\(refusal)"))
             case let .success(version):
                 log("update: \(version) installed, on trial; restarting")
                 tell(r.peer, "update: installed \(version): restarting")
+                post(UpdateReport(.installed, version: version.description))
                 // Long enough for the line and our acknowledgements to leave.
                 _ = loop.schedule(after: .milliseconds(500)) { [weakSelf] in weakSelf.owner?.onRestart?() }
             }
+        case .refused, .cancelled:
+            // The part received stays: the same command resumes it.
+            log("update from \(r.peer): \(e)")
+            post(UpdateReport(.receiving, done: r.progress.verified, total: r.progress.total, detail: "stopped: \(e)"))
         default:
             log("update from \(r.peer): \(e)")
         }
@@ -172,6 +190,7 @@ public final class BoardUpdates {
     }
 
     func rollBack(_ why: String) {
+        post(UpdateReport(.rolledBack, version: state.trialVersion, detail: why))
         save(UpdateGuard.rolledBack(state, reason: why))
         log("update: \(state.outcome); restarting")
         onRestart?()
@@ -180,6 +199,23 @@ public final class BoardUpdates {
     func save(_ s: UpdateState) {
         state = s
         do { try settings.files.writeState(s) } catch { log("update: cannot write \(settings.files.statePath): \(error)") }
+    }
+
+    /// The node's summary tick: the report again, to every connected peer, while it matters.
+    public func summaryTick() {
+        if let r = reporter.summaryTick(at: loop.now) { send(r, to: session.connectedPeers) }
+    }
+
+    /// The update moved on: every connected peer is told (progress at most once a second).
+    func post(_ report: UpdateReport) {
+        if let r = reporter.changed(report, at: loop.now) { send(r, to: session.connectedPeers) }
+    }
+
+    /// Unreliable: a lost report is made good by the next (`UpdateReporter`), and the summaries'
+    /// reliable channel keeps its own count.
+    func send(_ report: UpdateReport, to peers: [PeerID]) {
+        guard !peers.isEmpty else { return }
+        _ = try? session.send(report.frameBytes(), to: peers, mode: .unreliable)
     }
 
     /// One line to `peer` on a stream of its own.

@@ -66,6 +66,8 @@ public enum FrameType: UInt8, CaseIterable, Sendable, CustomStringConvertible {
     // 0x20–0x3F: sensors and hub.
     case samples = 0x20
     case summary = 0x21
+    /// A board's over-the-air update progress (PiconetUpdate's `UpdateReport`).
+    case updateReport = 0x22
     // 0x40–0x5F: push, group, app services.
     case push = 0x40
     case group = 0x50

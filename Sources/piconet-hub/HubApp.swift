@@ -65,6 +65,8 @@ final class HubApp {
     var answers: LineInput?
     /// Builds each refresh's snapshot; holds the live page's series, pruned with the node (`forgetGoneNodes`).
     var snapshots = HubSnapshotBuilder()
+    /// Each node's latest over-the-air update report (bounded; malformed ones counted).
+    var updates = NodeUpdates()
     var rejected: UInt64 = 0
     /// `--latency-report`: per-batch delay from the node making it to the aggregate taking it,
     /// in µs; bounded (the newest are dropped beyond the cap, and counted).
@@ -332,6 +334,10 @@ final class HubApp {
         case let .received(bytes, from, _):
             if holdingBluetoothNode(from) { return }
             if push?.received(bytes, from: from) == true { return }
+            if NodeUpdates.isReport(bytes) {
+                updates.received(bytes, from: from, at: loop.now)
+                return
+            }
             ingest(bytes, from: from)
         case let .invitationFinished(id, outcome):
             if id.isIncoming, case .declined = outcome { push?.strangersRefused += 1 }
@@ -396,7 +402,8 @@ final class HubApp {
         if ticks % 10 == 0 { forgetGoneNodes() }
         if ticks % 30 == 0, let host = settings.httpHost { httpAccess?.setHosts(Self.ownHostNames(), boundHost: host) }
         let session = session
-        let built = snapshots.nodes(snaps, manager: nodeManager, state: { session.state(of: $0) }, at: now, wallOffset: wallOffset)
+        let built = snapshots.nodes(snaps, manager: nodeManager, state: { session.state(of: $0) },
+                                     updates: updates, at: now, wallOffset: wallOffset)
         if ticks % 10 == 0 { recorder.record(snaps, at: WallClock.nanosecondsSinceEpoch()) }
         recorder.flushIfDue(at: now)
         // --retention-days and the batch cap: a minute's worth of old segments at a time.
@@ -407,7 +414,8 @@ final class HubApp {
             name: settings.name, aggregator: aggregator.counters, rejected: rejected, manager: nodeManager.counters,
             session: session.statistics, browsers: browser?.statistics ?? [],
             kernelDropped: (host.udp?.statistics.kernelDropped ?? 0) + (browser?.kernelDropped ?? 0),
-            history: .init(notRecorded: recorder.notRecorded, queueDropped: recorder.dropped, failure: failure))
+            history: .init(notRecorded: recorder.notRecorded, queueDropped: recorder.dropped, failure: failure),
+            updates: updates.counters)
         info.mqtt = exportRefresh(built.nodes, snaps)
         if let push, !alertRules.rules.isEmpty { push.alert(alertRules.evaluate(built.observations, at: now)) }
         info.push = push?.info

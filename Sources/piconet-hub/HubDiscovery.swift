@@ -157,6 +157,7 @@ extension HubApp {
         for p in candidates where session.state(of: p) != .notConnected { keep.insert(p) }
         let manager = nodeManager
         snapshots.keepSeries { manager.isKnown($0) || keep.contains($0) }
+        updates.keep { manager.isKnown($0) || keep.contains($0) }
         nodeManager.prune(at: now, keep: { keep.contains($0) })
     }
 

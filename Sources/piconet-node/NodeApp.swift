@@ -406,6 +406,7 @@ final class NodeApp {
     func pump() { apply(core.pump(at: loop.now)) }
 
     func sendSummary() {
+        updates?.summaryTick()
         let sensor = heartRateSensor
         apply(core.summaries(at: loop.now, strapBPM: sensor?.latest?.measurement.bpm, sensorLocation: sensor?.sensorLocation,
                              links: reliableLink))

@@ -26,6 +26,13 @@ import Testing
                                                abandoned: 0, gaps: 0, duplicates: 0, outOfOrder: 0, missing: 0),
                      ReliableIncarnationStatus(epoch: 9, first: 1, highest: 19, contiguous: 7, received: 18, acknowledged: 17,
                                                abandoned: 1, gaps: 1, duplicates: 0, outOfOrder: 0, missing: 0)])
+        // An update under way, as the node last reported it.
+        var update = NodeUpdateStatus(state: "receiving", at: 1_732_500_000.5)
+        update.bytesDone = 500_000
+        update.bytesTotal = 2_000_000
+        update.percent = 25
+        update.detail = "stopped: <b>\u{1B}"
+        located.update = update
         let b = NodeStatus(id: "cd", name: "b", state: "notConnected")
         return HubSnapshot(generatedAt: 1_732_500_001.5, hub: info, nodes: [located, b])
     }()
@@ -45,7 +52,10 @@ import Testing
         let b = nodes.first { $0["id"] == .string("cd") }?.objectValue
         #expect(b?.keys == ["id", "loss", "name", "series", "state", "steps"])
         let a = nodes.first { $0["id"] == .string("ab") }?.objectValue
-        #expect(a?.keys.count == 20 && a?.keys == a?.keys.sorted())
+        #expect(a?.keys.count == 21 && a?.keys == a?.keys.sorted())
+        #expect(a?["update"]?.objectValue?.keys == ["at", "bytesDone", "bytesTotal", "detail", "percent", "state"])
+        #expect(a?["update"]?["percent"] == .integer(25) && a?["update"]?["bytesTotal"] == .integer(2_000_000))
+        #expect(text.contains(#""detail":"stopped: <b>\u001b""#), "the node's text is escaped JSON")
         #expect(a?["sensorLocation"] == .string("chest"))
         #expect(a?["reliable"]?["recent"]?.arrayValue?.first?["epoch"] == .integer(4711))
         #expect(a?["reliable"]?["missing"] == .integer(0))

@@ -47,5 +47,8 @@ import Testing
         #expect(page.contains("g.fillText(v.toFixed(0), x0 - 4, y)"), "every value tick is labelled")
         #expect(page.contains("simulated profile: ${n.profile"))
         #expect(page.contains("sort(byNameThenId)"))
+        // A node's update line: its words are the node's, so they are set as text, never as HTML.
+        #expect(page.contains("update(el, n.update)") && page.contains("box.append(t)"))
+        #expect(page.contains("${u.percent}% (") && page.contains("<progress") == false)
     }
 }

@@ -146,7 +146,7 @@ import Testing
     /// Exactly the declared types parse, of all 256 bytes, in their ranges.
     @Test func exactlyTheDeclaredTypesParse() {
         let declared = FrameType.allCases
-        #expect(declared.count == 13)
+        #expect(declared.count == 14)
         #expect(declared.allSatisfy { (0x01...0x1F).contains($0.rawValue) || (0x20...0x3F).contains($0.rawValue) || (0x40...0x5F).contains($0.rawValue) || (0x60...0x7F).contains($0.rawValue) })
         let accepted = (0...255).compactMap { FrameType(rawValue: UInt8($0)) }
         #expect(accepted == declared)
