@@ -87,6 +87,8 @@ public struct NodeStatus: Sendable, Codable, Equatable {
     /// The node's numbered reliable summaries as the hub received them (`ReliableDeliveryCheck`):
     /// nil until one arrived.
     public var reliable: ReliableDeliveryStatus?
+    /// The relay the node's session runs through now; nil for a direct path.
+    public var via: NodeVia?
     /// Recent series for the live page and `/api/nodes/{id}/series`: one point per second while
     /// the node sends, at most the hub's series limit, oldest first (see `SeriesPoint`).
     public var series: [SeriesPoint]
@@ -121,6 +123,25 @@ public struct NodeStatus: Sendable, Codable, Equatable {
     public static func displayOrder(_ a: NodeStatus, _ b: NodeStatus) -> Bool {
         a.name != b.name ? a.name < b.name : a.id < b.id
     }
+}
+
+/// The relay a node is reached through, as `/api/nodes` shows it (`via`).
+public struct NodeVia: Sendable, Codable, Equatable {
+    /// The relay's session address as the hub reaches it (`10.0.2.7:5000`).
+    public var address: String
+    /// The relay's peer ID and name when the relay is a node of this hub too (a relay board
+    /// that also sends its own samples); nil for a bare relay (`piconet relay`).
+    public var id: String?
+    public var name: String?
+
+    public init(address: String, id: String? = nil, name: String? = nil) {
+        self.address = address
+        self.id = id
+        self.name = name
+    }
+
+    /// How a person reads it: the relay's name, else its address.
+    public var label: String { name ?? address }
 }
 
 /// One point of a node's series: time (s since the Unix epoch), bpm, activity.
