@@ -91,6 +91,8 @@ public struct NodeStatus: Sendable, Codable, Equatable {
     public var reliable: ReliableDeliveryStatus?
     /// The node's over-the-air update as its last report said; nil when it reported none.
     public var update: NodeUpdateStatus?
+    /// The relay the node's session runs through now; nil for a direct path.
+    public var via: NodeVia?
     /// Recent series for the live page and `/api/nodes/{id}/series`: one point per second while
     /// the node sends, at most the hub's series limit, oldest first (see `SeriesPoint`).
     public var series: [SeriesPoint]
@@ -145,6 +147,23 @@ public struct NodeUpdateStatus: Sendable, Codable, Equatable {
         self.state = state
         self.at = at
     }
+/// The relay a node is reached through, as `/api/nodes` shows it (`via`).
+public struct NodeVia: Sendable, Codable, Equatable {
+    /// The relay's session address as the hub reaches it (`10.0.2.7:5000`).
+    public var address: String
+    /// The relay's peer ID and name when the relay is a node of this hub too (a relay board
+    /// that also sends its own samples); nil for a bare relay (`piconet relay`).
+    public var id: String?
+    public var name: String?
+
+    public init(address: String, id: String? = nil, name: String? = nil) {
+        self.address = address
+        self.id = id
+        self.name = name
+    }
+
+    /// How a person reads it: the relay's name, else its address.
+    public var label: String { name ?? address }
 }
 
 /// One point of a node's series: time (s since the Unix epoch), bpm, activity.

@@ -31,13 +31,19 @@ public struct HubSnapshotBuilder {
     /// discovery record claims, sent or not. `state` is the session's state of a peer; `wallOffset`
     /// turns the hub's monotonic instants into seconds since the Unix epoch (`lastSeen`, series).
     /// `updates`: the nodes' update reports (a node that reported one has a row too).
+    /// `address` is where the session reaches a peer now: a node reached through a relay shows
+    /// `via` that relay, named when the relay is itself one of the peers.
     public mutating func nodes(_ snapshots: [NodeSnapshot], manager: HubNodeManager, state: (PeerID) -> PeerState,
+                               address: (PeerID) -> EndpointAddress? = { _ in nil },
                                updates: NodeUpdates = NodeUpdates(), at now: Instant, wallOffset: Double) -> Nodes {
         var peers = Set(manager.services.values.compactMap(HubNodeManager.claimedPeer))
+        peers.formUnion(manager.relayed.keys)
         for s in snapshots { if let p = PeerID(hex: s.id.rawValue) { peers.insert(p) } }
         peers.formUnion(updates.entries.keys)
         let byID = Dictionary(snapshots.map { ($0.id.rawValue, $0) }, uniquingKeysWith: { a, _ in a })
         var out = Nodes(nodes: [], observations: [])
+        let addresses = peers.compactMap { p in address(p).map { ($0, p) } }
+        let peerAt = Dictionary(addresses, uniquingKeysWith: { a, b in min(a, b) })
         for peer in peers.sorted() {
             let snap = byID[peer.description]
             let ten = snap?.tenSeconds, sixty = snap?.sixtySeconds, whole = snap?.session
@@ -70,6 +76,11 @@ public struct HubSnapshotBuilder {
             status.sensorLocation = snap?.latestSummary?.sensorLocation?.description
             if let d = snap?.delivery, d.current != nil { status.reliable = Self.reliableStatus(d) }
             status.update = updates.status(of: peer, wallOffset: wallOffset)
+            if case let .relayed(relay, _)? = address(peer) {
+                let relayPeer = peerAt[relay]
+                status.via = NodeVia(address: relay.description, id: relayPeer?.description,
+                                     name: relayPeer.map { manager.displayName(of: $0) ?? String($0.description.prefix(8)) })
+            }
             out.nodes.append(status)
             out.observations.append(AlertObservation(node: peer.description, name: status.name, bpm: bpm, lastSample: snap?.lastSeen,
                                                      connected: sessionState == .connected,

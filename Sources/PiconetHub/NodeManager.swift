@@ -160,6 +160,9 @@ public struct HubNodeManager {
     public private(set) var approved: Set<PeerID> = []
     public private(set) var refused: Set<PeerID> = []
     public private(set) var questions: [(peer: PeerID, held: Bool)] = []
+    /// Circuits relays announced: where each peer last claimed to be, behind a relay (a
+    /// `.relayed` address). A hint as a record is: invitations there still expect the claimed key.
+    public private(set) var relayed: [PeerID: EndpointAddress] = [:]
     /// Keys that answered for another node's ID, logged once each.
     private var impostorKeysLogged: Set<PeerID> = []
     /// When to look at a peer again (`inviteIfNeeded`) or do a Bluetooth wake-up, soonest first.
@@ -196,7 +199,9 @@ public struct HubNodeManager {
     }
 
     /// Whether a record or an invitation still names `peer`.
-    public func isKnown(_ peer: PeerID) -> Bool { isClaimedOverWiFi(peer) || invitations.values.contains { $0.peer == peer } }
+    public func isKnown(_ peer: PeerID) -> Bool {
+        isClaimedOverWiFi(peer) || relayed[peer] != nil || invitations.values.contains { $0.peer == peer }
+    }
 
     /// The record to show a node's profile and board from: the one at the address where its key
     /// answered (`targets`), else any record claiming it. A hint for display only, never for trust.
@@ -246,6 +251,27 @@ public struct HubNodeManager {
         return out
     }
 
+    /// A relay announced a circuit whose opener claims to be `peer` (`RelayCircuitEvent.announced`):
+    /// invited there as a record's address would be (a probe while the peer's session runs
+    /// elsewhere, so a wearable whose relay restarted moves to its new circuit).
+    public mutating func announced(_ target: EndpointAddress, claimed peer: PeerID, at now: Instant,
+                                   peerState: (PeerID) -> PeerState) -> [Action] {
+        if relayed[peer] == nil, relayed.count >= Self.tableLimit {
+            counters.discoveryDropped += 1
+            return []
+        }
+        if !admits(peer), relayed[peer] == nil { counters.notAdmitted += 1 }
+        relayed[peer] = target
+        var out: [Action] = []
+        inviteIfNeeded(peer, at: now, peerState: peerState, into: &out)
+        return out
+    }
+
+    /// A circuit closed (its relay said so): nobody is invited there again.
+    public mutating func circuitClosed(_ target: EndpointAddress) {
+        for (p, a) in relayed where a == target { relayed[p] = nil }
+    }
+
     /// A record gone (expired or said goodbye).
     public mutating func lost(_ s: DiscoveredService, peerState: (PeerID) -> PeerState) {
         guard let old = services.removeValue(forKey: s.name), let peer = Self.claimedPeer(old) else { return }
@@ -281,7 +307,8 @@ public struct HubNodeManager {
             targets[peer] = inv.target
             retryAt[peer] = nil
             failures[claim] = nil
-            names[peer] = inv.name
+            // A relayed claim has no record's name: the handshake's proved name is the one shown.
+            if case .relayed = inv.target {} else { names[peer] = inv.name }
             for (other, o) in invitations where o.peer == peer {
                 invitations[other] = nil   // forgotten first: its `.failed("cancelled")` is not retried
                 out.append(.cancelInvitation(other))
@@ -363,6 +390,7 @@ public struct HubNodeManager {
     public mutating func prune(at now: Instant, keep: (PeerID) -> Bool) {
         let live = Set(claims.keys).union(invitations.values.map(\.peer))
         func kept(_ p: PeerID) -> Bool { live.contains(p) || keep(p) }
+        relayed = relayed.filter { kept($0.key) }
         names = names.filter { kept($0.key) }
         provedNames = provedNames.filter { kept($0.key) }
         retryAt = retryAt.filter { kept($0.key) && now < $0.value }
@@ -382,8 +410,8 @@ public struct HubNodeManager {
 
     private mutating func inviteIfNeeded(_ peer: PeerID, at now: Instant, peerState: (PeerID) -> PeerState, into out: inout [Action]) {
         if let allow = policy.allowList, !allow.contains(peer) { return }
-        let claims = claiming(peer)
-        guard !claims.isEmpty else { return }
+        guard !claiming(peer).isEmpty || relayed[peer] != nil else { return }
+        let claims = candidates(peer)
         if policy.askBeforeInviting && !approved.contains(peer) {
             if !refused.contains(peer) && !questions.contains(where: { $0.peer == peer }) && policy.canAsk {
                 guard questions.count < Self.questionLimit else {
@@ -399,7 +427,7 @@ public struct HubNodeManager {
         var pending = invitations.values.filter { $0.peer == peer }
         if state == .notConnected, pending.isEmpty, let t = retryAt[peer], now < t { return }
         // Least recently failed first (never failed first of all, by name among equals).
-        let ordered = claims.enumerated().map { (i, s) in (i, s, Self.target(of: s).flatMap { failures[NodeClaim(peer: peer, target: $0)]?.last }) }
+        let ordered = claims.enumerated().map { (i, s) in (i, s, failures[NodeClaim(peer: peer, target: s.target)]?.last) }
             .sorted { a, b in
                 switch (a.2, b.2) {
                 case (nil, nil): return a.0 < b.0
@@ -411,8 +439,9 @@ public struct HubNodeManager {
         var cooledUntil: Instant?
         for (_, s, _) in ordered {
             guard pending.count < Self.invitationsPerPeer else { break }
-            guard let target = Self.target(of: s) else { continue }
-            if state != .notConnected, let current = targets[peer], current == target || Self.service(s, reaches: current) { continue }
+            let target = s.target
+            if state != .notConnected, let current = targets[peer],
+               current == target || s.record.map({ Self.service($0, reaches: current) }) == true { continue }
             if pending.contains(where: { $0.target == target }) { continue }
             let claim = NodeClaim(peer: peer, target: target)
             if let until = cooldown[claim] {
@@ -429,6 +458,19 @@ public struct HubNodeManager {
         }
         // Every claim cooling down: look again when the first one may be invited.
         if state == .notConnected, pending.isEmpty, let t = cooledUntil { wake(.node(peer), at: t) }
+    }
+
+    /// Where `peer` may be invited: each record's address, then a relay's circuit.
+    private struct Candidate {
+        var name: String
+        var target: EndpointAddress
+        var record: DiscoveredService?
+    }
+
+    private func candidates(_ peer: PeerID) -> [Candidate] {
+        var out = claiming(peer).compactMap { s in Self.target(of: s).map { Candidate(name: s.name, target: $0, record: s) } }
+        if let r = relayed[peer] { out.append(Candidate(name: displayName(of: peer) ?? peer.description, target: r, record: nil)) }
+        return out
     }
 
     /// A claim failed: it waits `inviteRetry` doubled per failure in a row, at most

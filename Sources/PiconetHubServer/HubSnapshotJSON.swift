@@ -22,6 +22,10 @@ private func number(_ v: Double?) -> JSON? { v.map(JSON.number) }
 private func string(_ v: String?) -> JSON? { v.map(JSON.string) }
 private func count(_ v: UInt64) -> JSON { .integer(Int64(clamping: v)) }
 
+extension NodeVia {
+    public var json: JSON { .sorted(["address": .string(address), "id": string(id), "name": string(name)]) }
+}
+
 extension SeriesPoint {
     public var json: JSON { .sorted(["t": .number(t), "bpm": number(bpm), "activity": number(activity)]) }
 }
@@ -63,7 +67,7 @@ extension NodeStatus {
                  "avg": number(avg), "max": number(max), "rmssd": number(rmssd), "sdnn": number(sdnn),
                  "activity": number(activity), "steps": .integer(Int64(steps)), "cadence": number(cadence),
                  "loss": .number(loss), "latencyMs": number(latencyMs), "lastSeen": number(lastSeen),
-                 "profile": string(profile), "board": string(board), "sensorLocation": string(sensorLocation), "reliable": reliable?.json, "update": update?.json, "series": .array(series.map(\.json))])
+                 "profile": string(profile), "board": string(board), "sensorLocation": string(sensorLocation), "reliable": reliable?.json, "update": update?.json, "via": via?.json, "series": .array(series.map(\.json))])
     }
 
     /// The node without its series (`/api/nodes`, `--json`: up to 600 points each stay on

@@ -162,7 +162,8 @@ function render(s) {
     const el = card(n);
     box.appendChild(el);  // (re)placed in display order: a new node never reshuffles the others
     el.querySelector(".kind").textContent =
-      `simulated profile: ${n.profile || "unknown"} · board: ${n.board || "unknown"}`;
+      `simulated profile: ${n.profile || "unknown"} · board: ${n.board || "unknown"}` +
+      (n.via ? ` · via relay ${n.via.name || n.via.address}` : "");
     el.querySelector(".name").textContent = n.name;
     update(el, n.update);
     const st = el.querySelector(".state"); st.textContent = n.state; st.className = "state " + n.state;

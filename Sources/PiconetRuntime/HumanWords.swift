@@ -17,6 +17,17 @@ public enum HumanWords {
         }
     }
 
+    /// One line for a relay circuit as an end sees it (`piconet-node --via`, the hub).
+    public static func circuit(_ e: RelayCircuitEvent) -> String {
+        switch e {
+        case let .opened(a): "relay: \(a) open, waiting for the hub to invite this node through it"
+        case let .announced(a, claimed): "relay: \(a) announced for \(claimed.map { "peer \($0)" } ?? "an unnamed peer")"
+        case let .refused(relay, reason?): "relay \(relay) refused a circuit: \(reason); trying again"
+        case let .refused(relay, nil): "relay \(relay) does not answer; trying again"
+        case let .closed(a, reason): "relay: \(a) closed (\(reason))"
+        }
+    }
+
     /// One line for what an mDNS advertiser reports.
     public static func advertiser(_ e: AdvertiserEvent) -> String {
         switch e {

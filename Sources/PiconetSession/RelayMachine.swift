@@ -56,6 +56,8 @@ public struct RelayStatistics: Sendable, Equatable {
     public var unexpected = 0
     /// The most bytes ever waiting at once.
     public var queuedBytesHighWater = 0
+
+    public init() {}
 }
 
 /// What a relay asks its driver to do: send these bytes (an encoded relay frame) there.

@@ -10,6 +10,11 @@ import PiconetLoop
 /// delivered twice. A relay that comes back after a restart has no circuits: the first frame on
 /// the old one is answered `closed(unknownCircuit)`, which starts the same move at once.
 ///
+/// With `invitesPeer` false (a node that waits for its hub, `piconet-node --via`) it only keeps
+/// a circuit open: the relay announces the circuit to its upstream, the hub invites through it,
+/// and the peer is learned from the first link that connects on the circuit. The moves are
+/// the same, made by the hub's invitation on the new circuit.
+///
 /// The application forwards its session events to `handle(_:)` (a session has one event
 /// closure) and learns the outcome of each invitation as usual. Loop-bound: not `Sendable`.
 public final class RelayPaths {
@@ -28,6 +33,12 @@ public final class RelayPaths {
     public var retryDelay: Duration = .seconds(1)
     public var invitationTimeout: Duration = .seconds(10)
     public var context: [UInt8] = []
+    /// Whether the peer is invited through each new circuit (false: the peer invites, as a hub
+    /// does on the relay's announcement).
+    public var invitesPeer = true
+    /// With `invitesPeer` false: a circuit the peer did not come through within this long is
+    /// closed and another opened (the relay's one announcement of it may have been lost).
+    public var announcementWait: Duration = .seconds(10)
     /// Circuits opened, and moves started (a new circuit for a peer already in the session).
     public private(set) var circuitsOpened = 0, moves = 0
     /// Circuit events, after this keeper saw them.
@@ -37,6 +48,7 @@ public final class RelayPaths {
     private var opening = false
     private var invitation: InvitationID?
     private var retry: TimerID?
+    private var waiting: TimerID?
 
     public init(session: PeerSession, endpoint: RelayEndpoint, loop: EventLoop, relays: [EndpointAddress], peer: PeerID? = nil) {
         self.session = session
@@ -57,6 +69,8 @@ public final class RelayPaths {
     public func stop() {
         if let retry { loop.cancel(retry) }
         retry = nil
+        if let waiting { loop.cancel(waiting) }
+        waiting = nil
         endpoint.onCircuit = nil
     }
 
@@ -70,6 +84,9 @@ public final class RelayPaths {
             } else if peer.map({ session.state(of: $0) }) != .connected {
                 later()
             }
+        case let .peerStateChanged(p, .connected) where peer == nil && !invitesPeer:
+            // The peer that invited us through our circuit: kept, and expected on the next one.
+            if let path, session.address(of: p) == path { peer = p }
         case let .peerStateChanged(p, .connecting) where p == peer && invitation == nil:
             // The link went silent or its path failed: try the next relay.
             if session.linkIndex(to: p) != nil { later(now: true) }
@@ -86,6 +103,7 @@ public final class RelayPaths {
             path = a
             circuitsOpened += 1
             if let peer, session.linkIndex(to: peer) != nil { moves += 1 }
+            guard invitesPeer else { return awaitPeer(on: a) }
             invitation = try? session.invite(a, expecting: peer, context: context, timeout: invitationTimeout)
             if invitation == nil { later() }
         case let .refused(relay, _):
@@ -99,6 +117,20 @@ public final class RelayPaths {
             later(now: true)
         case .announced:
             break
+        }
+    }
+
+    /// Checks after `announcementWait` that the peer came through `circuit`; else opens anew.
+    private func awaitPeer(on circuit: EndpointAddress) {
+        if let waiting { loop.cancel(waiting) }
+        waiting = loop.schedule(after: announcementWait) { [weakSelf] in
+            guard let self = weakSelf.owner else { return }
+            self.waiting = nil
+            guard self.path == circuit else { return }
+            if let peer = self.peer, self.session.state(of: peer) == .connected, self.session.address(of: peer) == circuit { return }
+            self.endpoint.closeCircuit(circuit)
+            self.path = nil
+            self.later(now: true)
         }
     }
 

@@ -214,6 +214,7 @@ final class HubApp {
             say("piconet-hub: push store \(push.service.store.path) (\((try? push.service.subscribers().count) ?? 0) subscribers; they join as --invite admits nodes)\n")
         }
         session.onEvent = { [unowned self] in self.handle($0) }
+        host.relay.onCircuit = { [unowned self] in self.relayCircuit($0) }
         nodeTimer.onFire = { [unowned self] in
             let session = self.session
             self.perform(self.nodeManager.timerFired(at: self.loop.now, peerState: session.state(of:)))
@@ -402,7 +403,7 @@ final class HubApp {
         if ticks % 10 == 0 { forgetGoneNodes() }
         if ticks % 30 == 0, let host = settings.httpHost { httpAccess?.setHosts(Self.ownHostNames(), boundHost: host) }
         let session = session
-        let built = snapshots.nodes(snaps, manager: nodeManager, state: { session.state(of: $0) },
+        let built = snapshots.nodes(snaps, manager: nodeManager, state: { session.state(of: $0) }, address: { session.address(of: $0) },
                                      updates: updates, at: now, wallOffset: wallOffset)
         if ticks % 10 == 0 { recorder.record(snaps, at: WallClock.nanosecondsSinceEpoch()) }
         recorder.flushIfDue(at: now)

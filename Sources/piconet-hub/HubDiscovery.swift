@@ -41,6 +41,22 @@ extension HubApp {
         }
     }
 
+    /// A relay announced a circuit (a wearable behind it): invited there as a record would be
+    /// (`--invite` decides). A closed circuit fails the path at once rather than after the silence.
+    func relayCircuit(_ event: RelayCircuitEvent) {
+        let session = session
+        switch event {
+        case let .announced(address, claimed?):
+            if !inPlace { say("piconet-hub: \(TerminalText.escaped(HumanWords.circuit(event)))\n") }
+            perform(nodeManager.announced(address, claimed: claimed, at: loop.now, peerState: session.state(of:)))
+        case let .closed(address, _):
+            nodeManager.circuitClosed(address)
+            session.pathFailed(address)
+        case .announced, .opened, .refused:
+            break
+        }
+    }
+
     func wifiInvitationFinished(_ id: InvitationID, _ outcome: InvitationOutcome) {
         // A withdrawn invitation was already forgotten: nothing to retry.
         guard let claim = wifiInvitations.removeValue(forKey: id) else { return }

@@ -65,6 +65,13 @@ final class NodeApp {
     static let autoScanWindow: Duration = .seconds(6)
     /// `--motion iio:NAME`: the IMU (its samples replace the simulated motion).
     var motionDevice: IIOMotionLink?
+    /// What the session runs on: relayed paths are addresses on it (`--via`, and the hub's
+    /// frames for `--relay`).
+    let relayEndpoint: RelayEndpoint
+    /// `--relay`: wearables' circuits carried to this node's hub.
+    var boardRelay: BoardRelay?
+    /// `--via`: the circuit at a relay the hub invites this node through.
+    var relayPaths: RelayPaths?
     static let batchPeriod: Duration = .milliseconds(250)
     static let summaryPeriod: Duration = .seconds(5)
 
@@ -92,6 +99,12 @@ final class NodeApp {
         session = host.session
         trust = host.trust
         pairingAgent = host.pairingAgent
+        relayEndpoint = host.relay
+        if let downstream = settings.relay {
+            boardRelay = try attempt { () throws(SessionRuntimeError) in
+                try BoardRelay(loop: loop, downstream: downstream, session: host.relay, configuration: RelayConfiguration(upstream: downstream))
+            }
+        }
         let wearable = SimulatedWearable(seed: settings.seed, start: loop.now, configuration: {
             var c = SimulatedWearable.Configuration()
             c.profile = settings.profile
@@ -158,7 +171,9 @@ final class NodeApp {
         ]
         // `peer` is the key browsers match an LE advertiser's peer tag against (one node, two routes).
         if settings.transport == .any { info.append(("peer", identity.peerID.description)) }
+        if let relay = boardRelay { info.append(("relay", String(relay.downstreamSocket.localAddress.port))) }
         baseInfo = info
+        startRelays()
         if let directory = settings.servicesDirectory {
             let services = AppServices(loop: loop, session: session, directory: directory, role: settings.role, board: settings.board)
             services.log = { [weakSelf] in weakSelf.owner?.log($0) }
@@ -218,6 +233,27 @@ final class NodeApp {
         } catch {
             log("discovery: services not advertised: \(error)")
         }
+    }
+
+    /// `--relay` waits for a hub to carry circuits to; `--via` opens a circuit for the hub to invite through.
+    func startRelays() {
+        if let relay = boardRelay {
+            log("relaying: wearables open circuits at \(relay.downstreamSocket.localAddress), carried to the hub once one is connected")
+        }
+        guard !settings.via.isEmpty else { return }
+        let paths = RelayPaths(session: session, endpoint: relayEndpoint, loop: loop, relays: settings.via)
+        paths.invitesPeer = false
+        paths.onCircuit = { [weakSelf] e in weakSelf.owner?.log(HumanWords.circuit(e)) }
+        relayPaths = paths
+        paths.start()
+    }
+
+    /// The relay follows the hub this node's session reaches (the first connected one).
+    func followHub() {
+        guard let relay = boardRelay else { return }
+        let hub = core.hubs.sorted().first { session.state(of: $0) == .connected }
+        guard let hub, relay.follow(upstream: session.address(of: hub), peer: hub) else { return }
+        log("relaying to hub \(hub) at \(relay.upstream.map { "\($0)" } ?? "?")\(relay.retargets > 0 ? " (moved: circuits closed, wearables reopen)" : "")")
     }
 
     func startHeartRate(_ hr: HeartRateSensorLink) {
@@ -309,6 +345,8 @@ final class NodeApp {
         motionDevice?.stop()
         advertiser?.stop()
         appServices?.stop()
+        relayPaths?.stop()
+        boardRelay?.close()
         session.close()
         lights?.close()
         pairingAgent?.close()
@@ -337,6 +375,7 @@ final class NodeApp {
     }
 
     func handle(_ event: SessionEvent) {
+        relayPaths?.handle(event)
         if let updates, updates.handle(event) { return }
         if let appServices, appServices.handle(event) { return }
         switch event {
@@ -347,8 +386,9 @@ final class NodeApp {
             // An invitation on show that ended without the button (timeout, inviter gone): stop asking.
             apply(core.invitationFinished(id, outcome, at: loop.now))
         case let .peerStateChanged(peer, state):
-            log("peer \(peer): \(HumanWords.state(state))")
+            log("peer \(peer): \(HumanWords.state(state))\(session.address(of: peer)?.via.map { " via relay \($0)" } ?? "")")
             apply(core.peerStateChanged(peer, state, at: loop.now))
+            followHub()
         case let .received(bytes, from, _):
             log("message of \(bytes.count) bytes from \(from)")
         case let .stream(peer, .opened(id, _)):
@@ -407,6 +447,7 @@ final class NodeApp {
 
     func sendSummary() {
         updates?.summaryTick()
+        followHub()   // a hub that moved (restarted elsewhere) moves the relay's upstream too
         let sensor = heartRateSensor
         apply(core.summaries(at: loop.now, strapBPM: sensor?.latest?.measurement.bpm, sensorLocation: sensor?.sensorLocation,
                              links: reliableLink))

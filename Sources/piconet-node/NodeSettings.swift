@@ -1,4 +1,5 @@
 import PiconetDiscovery
+import PiconetLoop
 import PiconetPosix
 import PiconetRuntime
 import PiconetSensors
@@ -49,6 +50,10 @@ struct NodeSettings {
     var servicesDirectory: String?
     /// The node's role (config key `role`): a service's `roles` are matched against it.
     var role = "node"
+    /// `--relay`: where wearables reach this node's relay (carried to its hub, unread); nil: no relay.
+    var relay: EndpointAddress?
+    /// `--via`: relays to reach the hub through, tried in turn (this node cannot reach it directly).
+    var via: [EndpointAddress] = []
 
     /// Config file keys: the long flag names, plus `role`, `state-dir`, `gpio-chip`, `allow-list`.
     /// The camelCase spellings scripts/lib/board-files.sh writes stay accepted.
@@ -57,7 +62,7 @@ struct NodeSettings {
         keys: ["name", "role", "service", "board", "interface", "state-dir", "identity", "trust-store",
                "accept", "allow-list", "profile", "seed", "motion-hz", "port", "encryption",
                "boards-dir", "gpio-chip", "transport", "adapter", "psm", "security", "pairing", "hr-sensor", "motion",
-               "update-key", "update-dir", "update-health", "services-dir"],
+               "update-key", "update-dir", "update-health", "services-dir", "relay", "via"],
         aliases: ["interfaces": "interface", "stateDirectory": "state-dir", "trustStore": "trust-store",
                   "allowList": "allow-list", "motionHz": "motion-hz", "boardsDirectory": "boards-dir", "gpioChip": "gpio-chip",
                   "hrSensor": "hr-sensor", "updateKey": "update-key"],
@@ -193,6 +198,7 @@ struct NodeSettings {
         if let text = try opt.string("hr-sensor") {
             if text == "auto" { s.hrSensorAuto = true } else { s.hrSensor = try parseHeartRateSensor(text) }
         }
+        try resolveRelays(&s, flags: c, file: file)
         if let text = try opt.string("motion") {
             guard let m = MotionSourceSelector(text) else {
                 throw SettingsError.invalid(description: "--motion takes sim or iio:NAME (NAME as in /sys/bus/iio/devices/iio:device*/name), not '\(text)'")
@@ -200,6 +206,32 @@ struct NodeSettings {
             s.motion = m
         }
         return s
+    }
+
+    /// `--relay PORT|ADDR:PORT` and `--via ADDR:PORT` (repeatable), flags over config keys; both
+    /// need the UDP side (`--transport wifi` or `any`).
+    static func resolveRelays(_ s: inout NodeSettings, flags c: ParsedCommandLine, file: ConfigLookup) throws(SettingsError) {
+        // The config key may hold the port as a number.
+        var relayText = c.string("relay")
+        if relayText == nil {
+            if let text = try? file.string("relay") { relayText = text } else if let port = try file.integer("relay", in: 0...65535) { relayText = String(port) }
+        }
+        if let text = relayText {
+            guard let a = BoardRelay.parseDownstream(text) else {
+                throw .invalid(description: "--relay takes a UDP port or A.B.C.D:PORT for the wearables to reach this relay at, not '\(text)'")
+            }
+            s.relay = a
+        }
+        let viaTexts = c.strings("via").isEmpty ? (try file.strings("via") ?? []) : c.strings("via")
+        for text in viaTexts {
+            guard let a = try? UDPSessionHost.parseAddress(text) else {
+                throw .invalid(description: "--via takes a relay's A.B.C.D:PORT (its --relay address), not '\(text)'")
+            }
+            s.via.append(a)
+        }
+        if s.relay != nil || !s.via.isEmpty, !s.transport.usesWiFi {
+            throw .invalid(description: "--relay and --via run over UDP: they need --transport wifi or any")
+        }
     }
 
     static func parseHeartRateSensor(_ text: String) throws(SettingsError) -> HeartRateSensorSelector {

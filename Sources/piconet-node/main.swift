@@ -40,6 +40,8 @@ enum NodeCommand {
         Exit status: 0 done, 1 failed while running, 64 bad option, 69 interface unavailable,
         77 key file refused or permission denied (Bluetooth, IIO), 78 bad config file.
         Bluetooth: piconet-node --transport bluetooth --adapter hci1 --accept all (LE advertising, L2CAP PSM 129).
+        Relays (docs/relays.md): a board that reaches the hub relays with --relay 7100; a wearable that
+        cannot reach the hub uses it with --via 10.0.1.1:7100, and the hub invites it through the relay.
         """,
         options: [
             .value("config", "path", help: "JSON config file (e.g. /etc/piconet/node.json)."),
@@ -76,6 +78,10 @@ enum NodeCommand {
                    help: "A new binary that has no session back within this time is rolled back (5-86400, default 120)."),
             .value("services-dir", "path",
                    help: "Application services declared here (NAME.json each, e.g. /etc/piconet/services.d) are offered to admitted peers; see docs/appservices.md."),
+            .value("relay", "PORT|ADDR:PORT",
+                   help: "Also relay: wearables that cannot reach the hub open circuits here, carried to this node's hub unread (advertised as TXT relay=PORT)."),
+            .value("via", "ADDR:PORT",
+                   help: "Reach the hub through the relay at ADDR:PORT (a node's --relay; repeatable: the next one when a relay is lost).", repeatable: true),
             .flag("quiet", help: "Print only errors."),
         ],
         aliases: ["key": "identity"])

@@ -19,6 +19,7 @@ import Testing
                            series: [SeriesPoint(t: 1_732_499_999, bpm: 70, activity: nil), SeriesPoint(t: 1_732_500_000, bpm: nil, activity: 3)])
         var located = a
         located.sensorLocation = "chest"   // a real strap's Body Sensor Location
+        located.via = NodeVia(address: "10.81.2.1:7400", id: "ef", name: "relay\u{1}")   // reached through a relay board
         // The reliable summaries checked end to end, per incarnation.
         located.reliable = ReliableDeliveryStatus(
             incarnations: 2, received: 30, acknowledged: 28, abandoned: 1, gaps: 1, failed: 0, stale: 1,
@@ -56,6 +57,9 @@ import Testing
         #expect(a?["update"]?.objectValue?.keys == ["at", "bytesDone", "bytesTotal", "detail", "percent", "state"])
         #expect(a?["update"]?["percent"] == .integer(25) && a?["update"]?["bytesTotal"] == .integer(2_000_000))
         #expect(text.contains(#""detail":"stopped: <b>\u001b""#), "the node's text is escaped JSON")
+        #expect(a?["via"]?.objectValue?.keys == ["address", "id", "name"])
+        #expect(a?["via"]?["address"] == .string("10.81.2.1:7400"))
+        #expect(text.contains(#""name":"relay\u0001""#))
         #expect(a?["sensorLocation"] == .string("chest"))
         #expect(a?["reliable"]?["recent"]?.arrayValue?.first?["epoch"] == .integer(4711))
         #expect(a?["reliable"]?["missing"] == .integer(0))
