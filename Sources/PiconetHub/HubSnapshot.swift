@@ -147,6 +147,8 @@ public struct NodeUpdateStatus: Sendable, Codable, Equatable {
         self.state = state
         self.at = at
     }
+}
+
 /// The relay a node is reached through, as `/api/nodes` shows it (`via`).
 public struct NodeVia: Sendable, Codable, Equatable {
     /// The relay's session address as the hub reaches it (`10.0.2.7:5000`).
