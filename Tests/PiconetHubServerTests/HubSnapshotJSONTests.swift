@@ -53,7 +53,7 @@ import Testing
         let b = nodes.first { $0["id"] == .string("cd") }?.objectValue
         #expect(b?.keys == ["id", "loss", "name", "series", "state", "steps"])
         let a = nodes.first { $0["id"] == .string("ab") }?.objectValue
-        #expect(a?.keys.count == 21 && a?.keys == a?.keys.sorted())
+        #expect(a?.keys.count == 22 && a?.keys == a?.keys.sorted(), "every field, with update and via")
         #expect(a?["update"]?.objectValue?.keys == ["at", "bytesDone", "bytesTotal", "detail", "percent", "state"])
         #expect(a?["update"]?["percent"] == .integer(25) && a?["update"]?["bytesTotal"] == .integer(2_000_000))
         #expect(text.contains(#""detail":"stopped: <b>\u001b""#), "the node's text is escaped JSON")
