@@ -62,11 +62,28 @@ public struct FleetNode: Equatable, Sendable {
     /// Unix seconds of the last sample, nil before any.
     public var lastSeen: Double?
     public var model: String?
+    /// The relay the node reaches the hub through; nil for a node the hub reaches directly.
+    public var via: FleetRelay?
 
     public init(id: String, name: String, state: String) {
         self.id = id
         self.name = name
         self.state = state
+    }
+}
+
+/// A relay between a node and the hub, as the `state` topic names it.
+public struct FleetRelay: Equatable, Sendable {
+    /// The relay's session address as the hub reaches it (`10.0.2.7:5000`).
+    public var address: String
+    /// The relay's peer ID and name when it is also a node of this hub; nil for a bare relay.
+    public var id: String?
+    public var name: String?
+
+    public init(address: String, id: String? = nil, name: String? = nil) {
+        self.address = address
+        self.id = id
+        self.name = name
     }
 }
 
@@ -150,6 +167,14 @@ public struct FleetPublisher {
         body["zone"] = node.zone.map { .integer(Int64($0)) } ?? .null
         body["activity"] = node.activity.map(JSON.string) ?? .null
         body["battery"] = node.battery.map { .integer(Int64($0)) } ?? .null
+        // Only for a relayed node, so a direct node's payload stays as consumers know it.
+        if let via = node.via {
+            var relay = JSONObject()
+            relay["address"] = .string(via.address)
+            relay["id"] = via.id.map(JSON.string) ?? .null
+            relay["name"] = via.name.map(JSON.string) ?? .null
+            body["via"] = .object(relay)
+        }
         let compare = JSON.object(body)
         if let last = lastState[node.id], last.json == compare, now - last.at < stateInterval { return out }
         lastState[node.id] = (compare, now)

@@ -295,6 +295,7 @@ extension HubApp {
             if let b = snap.latestSummary?.battery, b != NodeSummary.batteryUnknown { node.battery = Int(b) }
             node.lastSeen = status.lastSeen
             node.model = status.profile.map { "piconet-node (\($0))" }
+            node.via = status.via.map { FleetRelay(address: $0.address, id: $0.id, name: $0.name) }
             out += fleet.publisher.update(node, now: now)
             if ticks % 10 == 0 {
                 var s = FleetSummary(steps: snap.session.steps)

@@ -63,6 +63,22 @@ import Testing
         #expect(m?.text == #"{"seq":1,"t":10.0,"name":"x","state":"connecting","bpm":null,"zone":null,"activity":null,"battery":null,"lastSeen":null}"#)
     }
 
+    /// A node behind a relay names it in its state; the move from direct to relayed is a change
+    /// (published at once), and a direct node's payload has no `via` at all.
+    @Test func aRelayedNodeNamesItsRelayInItsState() {
+        var p = FleetPublisher(hubName: "h")
+        var n = FleetNode(id: "n1", name: "x", state: "connected")
+        let direct = p.update(n, now: 10).last
+        #expect(direct?.text.contains("via") == false)
+        n.via = FleetRelay(address: "10.0.2.7:5000", id: "ab12", name: "gate")
+        let relayed = p.update(n, now: 11)
+        #expect(relayed.count == 1, "a new relay is a change")
+        #expect(relayed.last?.text == #"{"seq":2,"t":11.0,"name":"x","state":"connected","bpm":null,"zone":null,"activity":null,"battery":null,"via":{"address":"10.0.2.7:5000","id":"ab12","name":"gate"},"lastSeen":null}"#)
+        n.via = FleetRelay(address: "10.0.2.8:5000")
+        #expect(p.update(n, now: 12).last?.text.contains(#""via":{"address":"10.0.2.8:5000","id":null,"name":null}"#) == true,
+                "a bare relay: address only")
+    }
+
     @Test func streamsGoldenPayloadsAndPerTopicSequences() {
         var p = FleetPublisher(hubName: "h", sequences: ["piconet/h/n1/hr": 41])
         let hr = p.heartRate(node: "n1", bpm: [71, 72], rr: [845.333, 830], now: 5.25)
