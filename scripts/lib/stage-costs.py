@@ -14,7 +14,8 @@ import os
 import re
 import sys
 
-LINE = re.compile(r"^(\S+) (\S+) CI=(\S*) cache=(cold|warm) times: (.*); total (\d+)s$")
+# "...; total Ns", then (newer runs) "; waited for: ..." and "; cpu: NAME:S, ...; all S".
+LINE = re.compile(r"^(\S+) (\S+) CI=(\S*) cache=(cold|warm) times: (.*?); total (\d+)s(?:; waited for: [^;]*)?(?:; cpu: .*; all (\d+))?$")
 
 
 def runs(log):
@@ -22,14 +23,14 @@ def runs(log):
         m = LINE.match(raw.strip())
         if not m:
             continue
-        when, commit, ci, cache, body, total = m.groups()
+        when, commit, ci, cache, body, total, cpu = m.groups()
         stages = {}
         for part in body.split(", "):
             name, _, secs = part.rpartition(" ")
             if name and secs.endswith("s") and secs[:-1].isdigit():
                 stages[name] = int(secs[:-1])
         yield {"when": when, "commit": commit, "ci": ci, "cache": cache, "stages": stages,
-               "total": int(total)}
+               "total": int(total), "cpu": int(cpu) if cpu else None}
 
 
 def main():
@@ -79,6 +80,9 @@ def main():
     for kind in ("cold", "warm"):
         r = newest.get(kind)
         out.append(f"# {kind}: " + (f"{r['when']} commit {r['commit']}, {r['total']} s in all" if r else "none recorded"))
+        if r and r.get("cpu"):
+            # The least wall time the run's CPU allows on this machine's cores.
+            out.append(f"# {kind} CPU: {r['cpu']} s over every stage and lane, at least {r['cpu'] // (os.cpu_count() or 1)} s on {os.cpu_count()} cores")
     for n in names:
         c = newest.get("cold", {}).get("stages", {}).get(n)
         w = newest.get("warm", {}).get("stages", {}).get(n)
