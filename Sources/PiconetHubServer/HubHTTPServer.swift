@@ -32,13 +32,19 @@ public struct HubHTTPServer: Sendable {
     public let poster: PushPoster?
     /// Takes `POST /api/markers` to the hub's loop; nil: the hub is in no group.
     public let markerPoster: MarkerPoster?
+    /// Seconds a connection may sit idle or half-sent before the server closes it.
+    public let idleTimeoutSeconds: Int
 
     /// - Parameters:
     ///   - access: who may ask (`.open`: no checks, for tests of the routes themselves).
     ///   - maximumConnections: connections held at once; one more is closed on arrival and counted.
+    ///   - idleTimeoutSeconds: the hub keeps the default; tests that hold a connection idle
+    ///     for longer than a slow (sanitized, loaded) run takes give it more.
     public init(feed: HubFeed, access: HubHTTPAccess = .open, maximumConnections: Int = HubConnectionLimit.defaultMaximum,
-                poster: PushPoster? = nil, markerPoster: MarkerPoster? = nil) {
+                poster: PushPoster? = nil, markerPoster: MarkerPoster? = nil,
+                idleTimeoutSeconds: Int = HubHTTPServer.defaultIdleTimeoutSeconds) {
         self.feed = feed
+        self.idleTimeoutSeconds = max(1, idleTimeoutSeconds)
         self.access = access
         self.poster = poster
         self.markerPoster = markerPoster
@@ -116,8 +122,8 @@ public struct HubHTTPServer: Sendable {
         return router
     }
 
-    /// Seconds a connection may sit idle or half-sent before the server closes it.
-    public static let idleTimeoutSeconds = 10
+    /// The hub's idle timeout, in seconds.
+    public static let defaultIdleTimeoutSeconds = 10
 
     /// Serves on `host:port` until the surrounding task is cancelled.
     public func run(host: String, port: Int) async throws {
@@ -138,7 +144,7 @@ public struct HubHTTPServer: Sendable {
         let limit = connections
         return Application(router: makeRouter(),
                            server: .http1(configuration: .init(additionalChannelHandlers: [limit.handler()],
-                                                               idleTimeout: .seconds(Int64(Self.idleTimeoutSeconds)))),
+                                                               idleTimeout: .seconds(Int64(idleTimeoutSeconds)))),
                            configuration: .init(address: .hostname(host, port: port), serverName: "piconet-hub"),
                            logger: logger)
     }
