@@ -205,6 +205,21 @@ static inline int piconet_spawn_service(const char *path, char *const argv[], ch
 }
 
 /// waitpid(WNOHANG): 1 and the status when `pid` ended, 0 while it runs, -1 on error.
+/// A descriptor this process inherited (socket activation): non-blocking, and closed on exec so
+/// the programs it starts do not hold it.
+static inline int piconet_adopt_descriptor(int fd) {
+    int flags = fcntl(fd, F_GETFL);
+    if (flags == -1 || fcntl(fd, F_SETFL, flags | O_NONBLOCK) == -1) return -1;
+    int fdflags = fcntl(fd, F_GETFD);
+    return fdflags == -1 ? -1 : fcntl(fd, F_SETFD, fdflags | FD_CLOEXEC);
+}
+/// A close-on-exec copy of `fd` (numbered 3 or above), or -1.
+static inline int piconet_duplicate_cloexec(int fd) { return fcntl(fd, F_DUPFD_CLOEXEC, 3); }
+/// Lets `fd` pass through the next exec (a restart in place hands it over), or -1.
+static inline int piconet_clear_cloexec(int fd) {
+    int fdflags = fcntl(fd, F_GETFD);
+    return fdflags == -1 ? -1 : fcntl(fd, F_SETFD, fdflags & ~FD_CLOEXEC);
+}
 static inline int piconet_set_blocking(int fd) {
     int flags = fcntl(fd, F_GETFL);
     return flags == -1 ? -1 : fcntl(fd, F_SETFL, flags & ~O_NONBLOCK);

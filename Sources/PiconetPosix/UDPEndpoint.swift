@@ -186,18 +186,42 @@ public final class UDPEndpoint: DatagramEndpoint {
 
     /// Opens a socket bound to `address` (port 0 = ephemeral; `localAddress` has the real port).
     /// The corresponding C functions are `socket`, `setsockopt`, `bind`, `getsockname`.
-    public init(loop: EpollLoop, bindTo address: EndpointAddress, options: Options = Options()) throws(IOError) {
+    public convenience init(loop: EpollLoop, bindTo address: EndpointAddress, options: Options = Options()) throws(IOError) {
         guard let sa = SocketAddress(address) else {
             throw IOError(errno: EAFNOSUPPORT, syscall: "bind(\(address))")
         }
+        let socket = OwnedDescriptor(taking: try Sys.socket(domain: sa.family, type: piconet_sock_dgram))
+        try self.init(loop: loop, socket: socket, family: sa.family, bind: sa, address: address, options: options)
+    }
+
+    /// Takes a datagram socket this process was given already bound (systemd socket activation:
+    /// `SocketActivation`), made non-blocking and close-on-exec here; the options apply as to a
+    /// socket of our own, but for the address reuse ones, which only matter before a bind.
+    /// A descriptor that is not an IPv4 datagram socket is refused (EPROTOTYPE, EAFNOSUPPORT)
+    /// and left open for the caller to report.
+    /// The corresponding C functions are `getsockopt(SO_TYPE)`, `fcntl`, `getsockname`, `setsockopt`.
+    public convenience init(loop: EpollLoop, adopting descriptor: Int32, options: Options = Options()) throws(IOError) {
+        guard try Sys.getSocketOption(descriptor, SOL_SOCKET, SO_TYPE) == piconet_sock_dgram else {
+            throw IOError(errno: EPROTOTYPE, syscall: "getsockopt(SO_TYPE): not a datagram socket")
+        }
+        guard try Sys.localAddress(descriptor)?.family == AF_INET else {
+            throw IOError(errno: EAFNOSUPPORT, syscall: "getsockname: not an IPv4 socket")
+        }
+        try Sys.adoptDescriptor(descriptor)
+        try self.init(loop: loop, socket: OwnedDescriptor(taking: descriptor), family: AF_INET, bind: nil, address: nil, options: options)
+    }
+
+    /// The one set-up for both: options, the bind when `bind` is given, offloads, the loop.
+    private init(loop: EpollLoop, socket: OwnedDescriptor, family: CInt, bind sa: SocketAddress?, address: EndpointAddress?,
+                 options: Options) throws(IOError) {
         self.loop = loop
         self.options = options
         isSegmentationActive = options.segmentationOffload
-        socket = OwnedDescriptor(taking: try Sys.socket(domain: sa.family, type: piconet_sock_dgram))
+        self.socket = socket
         let fd = socket.rawValue
-        if options.reuseAddress { try Sys.setSocketOption(fd, SOL_SOCKET, SO_REUSEADDR, 1) }
-        if options.reusePort { try Sys.setSocketOption(fd, SOL_SOCKET, SO_REUSEPORT, 1) }
-        if options.receivePacketInfo || options.acceptedInterfaces != nil, sa.family == AF_INET { try Sys.setSocketOption(fd, CInt(IPPROTO_IP), IP_PKTINFO, 1) }
+        if sa != nil, options.reuseAddress { try Sys.setSocketOption(fd, SOL_SOCKET, SO_REUSEADDR, 1) }
+        if sa != nil, options.reusePort { try Sys.setSocketOption(fd, SOL_SOCKET, SO_REUSEPORT, 1) }
+        if options.receivePacketInfo || options.acceptedInterfaces != nil, family == AF_INET { try Sys.setSocketOption(fd, CInt(IPPROTO_IP), IP_PKTINFO, 1) }
         // Counting drops is best effort, as UDP_GRO is: a kernel or emulator without SO_RXQ_OVFL
         // (qemu-user says ENOPROTOOPT) still gets a working socket, just without the count.
         if options.countKernelDrops {
@@ -206,8 +230,11 @@ public final class UDPEndpoint: DatagramEndpoint {
         if let n = options.receiveBufferSize { try Sys.setSocketOption(fd, SOL_SOCKET, SO_RCVBUF, CInt(clamping: n)) }
         if let n = options.sendBufferSize { try Sys.setSocketOption(fd, SOL_SOCKET, SO_SNDBUF, CInt(clamping: n)) }
         if let device = options.device { try Sys.bindToDevice(fd, device) }
-        try Sys.bind(fd, sa)
-        localAddress = try Sys.localAddress(fd)?.endpoint ?? address
+        if let sa { try Sys.bind(fd, sa) }
+        var local: EndpointAddress?
+        if let found = try Sys.localAddress(fd) { local = found.endpoint }
+        guard let resolved = local ?? address else { throw IOError(errno: EAFNOSUPPORT, syscall: "getsockname") }
+        localAddress = resolved
         // A kernel without UDP_GRO (before 5.0) says ENOPROTOOPT: datagrams then come one by one.
         if options.receiveOffload {
             isReceiveOffloadActive = (try? Sys.setSocketOption(fd, piconet_sol_udp, piconet_udp_gro, 1)) != nil

@@ -421,7 +421,7 @@ public final class BluetoothSessionHost {
 
     public init(loop: EpollLoop, adapter: BluetoothAdapter, listenPSM: UInt16?, identity: PeerIdentity,
                 configuration: SessionConfiguration, bluetoothConfiguration: L2CAPDatagramEndpoint.Configuration = .init(),
-                udpBind: EndpointAddress? = nil, udpInterfaces: [String] = []) throws(BluetoothSessionError) {
+                udpBind: EndpointAddress? = nil, udpInterfaces: [String] = [], udpAdopted: Int32? = nil) throws(BluetoothSessionError) {
         do {
             bluetooth = try L2CAPDatagramEndpoint(loop: loop, adapter: adapter, listenPSM: listenPSM,
                                                   configuration: bluetoothConfiguration)
@@ -431,7 +431,7 @@ public final class BluetoothSessionHost {
         let endpoint: DatagramEndpoint
         if let udpBind {
             do {
-                let u = try UDPSessionHost.openSocket(loop: loop, bind: udpBind, interfaces: udpInterfaces)
+                let u = try UDPSessionHost.openSocket(loop: loop, bind: udpBind, interfaces: udpInterfaces, adopting: udpAdopted)
                 udp = u
                 endpoint = RoutedDatagramEndpoint(ip: u, bluetooth: bluetooth)
             } catch {

@@ -42,15 +42,21 @@ public enum InterfaceBoundary {
 
 extension UDPSessionHost {
     /// A session socket at `address` limited to `interfaces` (see `InterfaceBoundary`), with the
-    /// `socketOptions` of `openSocket(loop:bind:)`.
+    /// `socketOptions` of `openSocket(loop:bind:)`; with `adopting`, the socket systemd passed
+    /// (`SocketActivation`), bound already, in place of a new one at `address`.
     public static func openSocket(loop: EpollLoop, bind address: EndpointAddress,
-                                  interfaces: [String]) throws(SessionRuntimeError) -> UDPEndpoint {
+                                  interfaces: [String], adopting inherited: Int32? = nil) throws(SessionRuntimeError) -> UDPEndpoint {
         var options = socketOptions
         do {
             options = try InterfaceBoundary.options(options, interfaces: interfaces)
         } catch {
             if case .noSuchInterface = error { throw .noSuchInterface(error.description) }
             throw .socket(address: address.description, reason: error.description)
+        }
+        if let inherited {
+            do { return try UDPEndpoint(loop: loop, adopting: inherited, options: options) } catch {
+                throw .socket(address: "the socket systemd passed", reason: error.description)
+            }
         }
         do {
             return try UDPEndpoint(loop: loop, bindTo: address, options: options)

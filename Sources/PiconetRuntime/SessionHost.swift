@@ -25,6 +25,8 @@ public struct SessionHostSpec {
     public var interfaces: [String] = []
     /// The UDP address (`wifi`, `any`); port 0 takes any free one.
     public var udpBind: EndpointAddress = .ipv4(host: 0, port: 0)
+    /// A bound UDP socket systemd passed (`SocketActivation`), taken in place of one at `udpBind`.
+    public var udpAdopted: Int32?
     /// `--adapter` (hciN, N or an address), else the board profile's, else the first one that is up.
     public var adapter: String?
     public var boardAdapter: String?
@@ -163,7 +165,8 @@ public final class SessionHost {
             do {
                 host = try BluetoothSessionHost(
                     loop: loop, adapter: adapter, listenPSM: spec.listenPSM, identity: identity, configuration: config,
-                    bluetoothConfiguration: bt, udpBind: spec.transport == .any ? spec.udpBind : nil, udpInterfaces: spec.interfaces)
+                    bluetoothConfiguration: bt, udpBind: spec.transport == .any ? spec.udpBind : nil, udpInterfaces: spec.interfaces,
+                    udpAdopted: spec.udpAdopted)
             } catch {
                 switch error {
                 case let .bluetooth(b): throw .bluetooth(b)
@@ -191,7 +194,7 @@ public final class SessionHost {
             session = host.session
         } else {
             let endpoint: UDPEndpoint
-            do { endpoint = try UDPSessionHost.openSocket(loop: loop, bind: spec.udpBind, interfaces: spec.interfaces) } catch {
+            do { endpoint = try UDPSessionHost.openSocket(loop: loop, bind: spec.udpBind, interfaces: spec.interfaces, adopting: spec.udpAdopted) } catch {
                 throw .session(error)
             }
             bluetooth = nil

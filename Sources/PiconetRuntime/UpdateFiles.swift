@@ -106,9 +106,9 @@ public enum UpdateLauncher {
     }
 
     /// Starts again through the installed binary, which reads the state (after an install or a
-    /// rollback). Returns only on failure.
-    public static func restart(arguments: [String]) -> IOError {
+    /// rollback), with `environment` added (`SocketActivation.handOver()`). Returns only on failure.
+    public static func restart(arguments: [String], environment: [(String, String)] = []) -> IOError {
         let me = CurrentProcess.environment(guardVariable).flatMap { $0.isEmpty ? nil : $0 } ?? CurrentProcess.executablePath ?? "/proc/self/exe"
-        return CurrentProcess.replace(with: me, arguments: arguments, environment: [(slotVariable, ""), (guardVariable, "")])
+        return CurrentProcess.replace(with: me, arguments: arguments, environment: [(slotVariable, ""), (guardVariable, "")] + environment)
     }
 }

@@ -72,6 +72,12 @@ final class NodeApp {
     var boardRelay: BoardRelay?
     /// `--via`: the circuit at a relay the hub invites this node through.
     var relayPaths: RelayPaths?
+    /// The socket systemd passed (`piconet-node.socket`), taken in place of one at `--port`.
+    let activatedPort: UInt16?
+    /// `--idle-exit`: armed while no peer is connected.
+    var idleExit: TimerID?
+    /// `--avahi-service`: the advertisement as last written, rewritten only when it changes.
+    var avahiFile: [UInt8] = []
     static let batchPeriod: Duration = .milliseconds(250)
     static let summaryPeriod: Duration = .seconds(5)
 
@@ -85,6 +91,14 @@ final class NodeApp {
                                    policy: settings.policy, transport: settings.transport, interfaces: settings.interfaces,
                                    adapter: settings.adapter, linkSecurity: settings.linkSecurity)
         spec.udpBind = .ipv4(0, 0, 0, 0, port: settings.port)
+        // Before the session opens: systemd's socket (with the datagram that woke it) replaces --port.
+        let passed = try attempt { () throws(SocketActivation.Refusal) in try SocketActivation.take() }
+        if !passed.isEmpty {
+            guard passed.count == 1, settings.transport.usesWiFi else {
+                throw NodeFailure.other(description: "socket activation: the node takes one UDP socket, with --transport wifi or any", unavailable: false)
+            }
+            spec.udpAdopted = passed[0]
+        }
         spec.boardAdapter = profile?.bluetoothAdapter
         spec.listenPSM = settings.psm
         // A stream's unread bytes stay within its credit: the node keeps the small credit (its
@@ -96,6 +110,7 @@ final class NodeApp {
         identity = host.identity
         bluetooth = host.bluetooth
         udp = host.udp
+        activatedPort = spec.udpAdopted == nil ? nil : host.udp?.localAddress.port
         session = host.session
         trust = host.trust
         pairingAgent = host.pairingAgent
@@ -144,6 +159,7 @@ final class NodeApp {
             + (UpdateLauncher.runningSlot == .factory ? "" : ", running slot \(UpdateLauncher.runningSlot.rawValue)"))
         log("identity \(identity.peerID) (\(settings.identityPath)), policy \(settings.policyText)"
             + (trust.map { ", \($0.count) trusted hubs in \($0.path)" } ?? ""))
+        if let port = activatedPort { log("started on demand: the UDP socket systemd passed, port \(port)") }
     }
 
     func log(_ line: String) {
@@ -181,7 +197,10 @@ final class NodeApp {
             info.append(("services", Self.servicesText(services.offered)))
             appServices = services
         }
-        if let udp {
+        if let udp, let path = settings.avahiServicePath {
+            try writeAvahiService(path, info: info, port: udp.localAddress.port)
+            log("advertised by Avahi from \(path): \(settings.service) as '\(settings.name)' on UDP port \(udp.localAddress.port)")
+        } else if let udp {
             advertiser = try attempt { () throws(DiscoveryRuntimeError) in try Discovery.advertise(on: loop, serviceType: settings.service, instanceName: settings.name,
                                                  info: info, port: udp.localAddress.port, interfaces: settings.interfaces) { [weakSelf] e in
                 guard let self = weakSelf.owner else { return }
@@ -205,6 +224,7 @@ final class NodeApp {
                 + "every other invitation is declined; pin a hub with --accept <its peer ID>")
         }
         try attempt { () throws(IOError) in try loop.onSignal([.interrupt, .terminate]) { [weakSelf] _ in weakSelf.owner?.shutdown() } }
+        armIdleExit()
         if settings.duration > 0 {
             loop.schedule(after: .milliseconds(Int64(settings.duration * 1000))) { [weakSelf] in weakSelf.owner?.shutdown() }
         }
@@ -222,12 +242,51 @@ final class NodeApp {
         return text
     }
 
+    /// `--avahi-service`: the file Avahi advertises this node from (it watches the folder), written
+    /// when it differs from what it holds; the same instance, type, port and TXT the node's own
+    /// responder would answer with.
+    func writeAvahiService(_ path: String, info: [(String, String?)], port: UInt16) throws(NodeFailure) {
+        let name = try attempt { () throws(DiscoveryError) in try InstanceName(settings.name) }
+        let type = try attempt { () throws(DiscoveryError) in try ServiceType(settings.service) }
+        let txt = try attempt { () throws(DiscoveryError) in try DiscoveryInfo(info) }
+        let file = AvahiServiceFile.render(name: name, type: type, port: port, info: txt)
+        guard file != avahiFile else { return }
+        do { try FileSystem.write(path, file) } catch {
+            throw NodeFailure.other(description: "--avahi-service " + path + ": " + error.description, unavailable: false)
+        }
+        avahiFile = file
+    }
+
+    /// `--idle-exit`: with no peer connected, the node exits after the idle time (systemd's socket
+    /// starts it again at the next datagram); a peer that connects disarms it.
+    func armIdleExit() {
+        guard settings.idleExitSeconds > 0, !stopping else { return }
+        if !session.connectedPeers.isEmpty {
+            idleExit.map(loop.cancel)
+            idleExit = nil
+            return
+        }
+        guard idleExit == nil else { return }
+        idleExit = loop.schedule(after: .seconds(settings.idleExitSeconds)) { [weakSelf] in
+            guard let self = weakSelf.owner else { return }
+            self.idleExit = nil
+            guard self.session.connectedPeers.isEmpty else { return }
+            self.log("idle: no peer connected for \(self.settings.idleExitSeconds) s, exiting (--idle-exit)"
+                + (self.activatedPort == nil ? "" : "; systemd starts the node again at the next datagram"))
+            self.shutdown()
+        }
+    }
+
     /// Re-announces the TXT record with the services offered now (browsers see the change at once).
     func advertiseServices(_ names: [String]) {
         log("advertising services: \(names.isEmpty ? "none" : names.joined(separator: ", "))")
-        guard let advertiser else { return }
         var info = baseInfo
         info.append(("services", Self.servicesText(names)))
+        if let path = settings.avahiServicePath, let udp {
+            do { try writeAvahiService(path, info: info, port: udp.localAddress.port) } catch { log("discovery: \(error)") }
+            return
+        }
+        guard let advertiser else { return }
         do {
             advertiser.update(info: try DiscoveryInfo(info))
         } catch {
@@ -340,6 +399,8 @@ final class NodeApp {
         for line in core.summaryLines(links: reliableLink) { log(line) }
         streamTimer?.cancel()
         summaryTimer?.cancel()
+        idleExit.map(loop.cancel)
+        idleExit = nil
         heartRateSensor?.stop()
         sensorFinder?.close()
         motionDevice?.stop()
@@ -389,6 +450,7 @@ final class NodeApp {
             log("peer \(peer): \(HumanWords.state(state))\(session.address(of: peer)?.via.map { " via relay \($0)" } ?? "")")
             apply(core.peerStateChanged(peer, state, at: loop.now))
             followHub()
+            armIdleExit()
         case let .received(bytes, from, _):
             log("message of \(bytes.count) bytes from \(from)")
         case let .stream(peer, .opened(id, _)):

@@ -71,6 +71,9 @@ extension SessionHostError: NodeFailureConvertible {
 extension BluetoothSessionError: NodeFailureConvertible { var nodeFailure: NodeFailure { .other(description: description, unavailable: false) } }
 extension TrustStoreFile.Failure: NodeFailureConvertible { var nodeFailure: NodeFailure { .other(description: description, unavailable: false) } }
 extension UpdateRefusal: NodeFailureConvertible { var nodeFailure: NodeFailure { .other(description: "updates: \(description)", unavailable: false) } }
+extension SocketActivation.Refusal: NodeFailureConvertible {
+    var nodeFailure: NodeFailure { .other(description: "socket activation: \(description)", unavailable: false) }
+}
 extension DiscoveryError: NodeFailureConvertible { var nodeFailure: NodeFailure { .other(description: description, unavailable: false) } }
 extension NodeSettings.Invalid: NodeFailureConvertible {
     var nodeFailure: NodeFailure { .other(description: description, unavailable: false) }

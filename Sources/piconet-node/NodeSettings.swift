@@ -54,6 +54,12 @@ struct NodeSettings {
     var relay: EndpointAddress?
     /// `--via`: relays to reach the hub through, tried in turn (this node cannot reach it directly).
     var via: [EndpointAddress] = []
+    /// `--idle-exit`: seconds with no peer connected after which the node exits (0: never); with
+    /// socket activation systemd starts it again at the next datagram.
+    var idleExitSeconds: Int64 = 0
+    /// `--avahi-service`: the node writes its advertisement to this Avahi static service file and
+    /// answers no mDNS itself, so the board's Avahi advertises it while it is not running.
+    var avahiServicePath: String?
 
     /// Config file keys: the long flag names, plus `role`, `state-dir`, `gpio-chip`, `allow-list`.
     /// The camelCase spellings scripts/lib/board-files.sh writes stay accepted.
@@ -62,7 +68,7 @@ struct NodeSettings {
         keys: ["name", "role", "service", "board", "interface", "state-dir", "identity", "trust-store",
                "accept", "allow-list", "profile", "seed", "motion-hz", "port", "encryption",
                "boards-dir", "gpio-chip", "transport", "adapter", "psm", "security", "pairing", "hr-sensor", "motion",
-               "update-key", "update-dir", "update-health", "services-dir", "relay", "via"],
+               "update-key", "update-dir", "update-health", "services-dir", "relay", "via", "idle-exit", "avahi-service"],
         aliases: ["interfaces": "interface", "stateDirectory": "state-dir", "trustStore": "trust-store",
                   "allowList": "allow-list", "motionHz": "motion-hz", "boardsDirectory": "boards-dir", "gpioChip": "gpio-chip",
                   "hrSensor": "hr-sensor", "updateKey": "update-key"],
@@ -199,6 +205,19 @@ struct NodeSettings {
             if text == "auto" { s.hrSensorAuto = true } else { s.hrSensor = try parseHeartRateSensor(text) }
         }
         try resolveRelays(&s, flags: c, file: file)
+        s.idleExitSeconds = try opt.integer("idle-exit", as: Int64.self, fileRange: 0...86_400) ?? 0
+        guard (0...86_400).contains(s.idleExitSeconds) else {
+            throw SettingsError.invalid(description: "--idle-exit takes 0 (never) to 86400 seconds, not \(s.idleExitSeconds)")
+        }
+        s.avahiServicePath = try opt.string("avahi-service")
+        if let path = s.avahiServicePath {
+            guard !path.isEmpty, path.hasSuffix(".service") else {
+                throw SettingsError.invalid(description: "--avahi-service takes a file ending in .service (Avahi reads only those), e.g. /etc/avahi/services/piconet-node.service, not '\(path)'")
+            }
+            guard s.transport.usesWiFi else {
+                throw SettingsError.invalid(description: "--avahi-service advertises the UDP session: it needs --transport wifi or any")
+            }
+        }
         if let text = try opt.string("motion") {
             guard let m = MotionSourceSelector(text) else {
                 throw SettingsError.invalid(description: "--motion takes sim or iio:NAME (NAME as in /sys/bus/iio/devices/iio:device*/name), not '\(text)'")

@@ -32,7 +32,7 @@ enum NodeCommand {
 
         Config file keys (JSON object) are the long option names: name, service, interface, port, identity,
         trust-store, accept, encryption, profile, seed, motion-hz, board, boards-dir, transport, adapter, psm,
-        security, pairing, hr-sensor, motion, update-key, update-dir, update-health, services-dir; and role, state-dir, gpio-chip,
+        security, pairing, hr-sensor, motion, update-key, update-dir, update-health, services-dir, idle-exit, avahi-service; and role, state-dir, gpio-chip,
         allow-list (older camelCase keys are accepted too).
         Updates (--update-key): the binary that was installed starts first, every time, and runs the
         update that is on trial (two starts at most, rolled back without a session in --update-health)
@@ -40,6 +40,8 @@ enum NodeCommand {
         Exit status: 0 done, 1 failed while running, 64 bad option, 69 interface unavailable,
         77 key file refused or permission denied (Bluetooth, IIO), 78 bad config file.
         Bluetooth: piconet-node --transport bluetooth --adapter hci1 --accept all (LE advertising, L2CAP PSM 129).
+        On demand (docs/boards.md): started by systemd's piconet-node.socket, the node takes the UDP socket it
+        was passed (LISTEN_FDS) in place of --port and exits after --idle-exit seconds without a peer.
         Relays (docs/relays.md): a board that reaches the hub relays with --relay 7100; a wearable that
         cannot reach the hub uses it with --via 10.0.1.1:7100, and the hub invites it through the relay.
         """,
@@ -82,6 +84,10 @@ enum NodeCommand {
                    help: "Also relay: wearables that cannot reach the hub open circuits here, carried to this node's hub unread (advertised as TXT relay=PORT)."),
             .value("via", "ADDR:PORT",
                    help: "Reach the hub through the relay at ADDR:PORT (a node's --relay; repeatable: the next one when a relay is lost).", repeatable: true),
+            .value("idle-exit", "seconds",
+                   help: "Exit after this many seconds with no hub or peer connected (0 = never, the default); for a node systemd starts on demand (piconet-node.socket)."),
+            .value("avahi-service", "path",
+                   help: "Write the advertisement to this Avahi static service file (e.g. /etc/avahi/services/piconet-node.service) and answer no mDNS itself: the board's Avahi advertises the node while it is not running."),
             .flag("quiet", help: "Print only errors."),
         ],
         aliases: ["key": "identity"])
@@ -126,7 +132,7 @@ enum NodeCommand {
             let app = try NodeApp(settings)
             try app.run()
             if app.restartRequested {
-                let failure = UpdateLauncher.restart(arguments: CurrentProcess.arguments)
+                let failure = UpdateLauncher.restart(arguments: CurrentProcess.arguments, environment: SocketActivation.handOver())
                 Console.err("piconet-node: error: restart after an update failed: \(failure)\n")
                 return 1
             }

@@ -29,6 +29,12 @@ extension Sys {
         return getenv(name).map { String(cString: $0) }
     }
 
+    /// Removes a variable from the environment. The corresponding C function is `unsetenv`.
+    static func removeEnvironmentValue(_ name: String) {
+        _ = syscallHook("unsetenv", [])
+        unsetenv(name)
+    }
+
     /// The machine's host name. The corresponding C function is `gethostname`.
     static func hostName() throws(IOError) -> String {
         var buffer = [CChar](repeating: 0, count: 256)

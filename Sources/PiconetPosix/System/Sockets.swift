@@ -58,6 +58,22 @@ extension Sys {
         }
     }
 
+    /// An inherited descriptor made non-blocking and close-on-exec, as ours are from `socket`.
+    /// The corresponding C function is `fcntl` (F_SETFL, F_SETFD).
+    static func adoptDescriptor(_ fd: CInt) throws(IOError) {
+        _ = try syscallBlocking("fcntl", [Int(fd)]) { piconet_adopt_descriptor(fd) }
+    }
+
+    /// A close-on-exec copy of `fd`. The corresponding C function is `fcntl(F_DUPFD_CLOEXEC)`.
+    static func duplicateDescriptor(_ fd: CInt) throws(IOError) -> CInt {
+        try syscallBlocking("fcntl", [Int(fd)]) { piconet_duplicate_cloexec(fd) }
+    }
+
+    /// Lets `fd` pass through the next exec. The corresponding C function is `fcntl(F_SETFD)`.
+    static func keepAcrossExec(_ fd: CInt) throws(IOError) {
+        _ = try syscallBlocking("fcntl", [Int(fd)]) { piconet_clear_cloexec(fd) }
+    }
+
     /// The corresponding C function is `getsockopt` for an integer option.
     static func getSocketOption(_ fd: CInt, _ level: CInt, _ name: CInt) throws(IOError) -> CInt {
         var v: CInt = 0
