@@ -8,12 +8,13 @@
 /// Swift) writes them as they are.
 public enum AvahiServiceFile {
     /// The file: the instance name as is (no `%h` wildcard), IPv4 only (the node's session
-    /// socket), the TXT strings in order, each `key=value` or a bare `key`.
+    /// socket), the TXT strings in order, each `key=value` or a bare `key`. (No "--" in the
+    /// comment: XML forbids it there, and Avahi then ignores the whole file.)
     public static func render(name: InstanceName, type: ServiceType, port: UInt16, info: DiscoveryInfo) -> [UInt8] {
         var out = Array("""
             <?xml version="1.0" standalone='no'?>
             <!DOCTYPE service-group SYSTEM "avahi-service.dtd">
-            <!-- Written by piconet-node (--avahi-service): Avahi advertises the node while it is not running. -->
+            <!-- Written by piconet-node (its avahi-service option): Avahi advertises the node while it is not running. -->
             <service-group>
               <name replace-wildcards="no">
             """.utf8)

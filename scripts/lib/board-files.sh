@@ -11,6 +11,12 @@
 #                                          `/usr/local/bin/piconet-<role> --config /etc/piconet/<role>.json`
 #                                          as user piconet (groups gpio, bluetooth), Restart=on-failure
 #   /var/lib/piconet                       the service's state (identity keys), 0750 piconet:piconet
+# On demand (scripts/provision --on-demand SECONDS; PICONET_ON_DEMAND=SECONDS here), a node also gets
+#   /etc/systemd/system/piconet-node.socket   systemd holds UDP PICONET_ON_DEMAND_PORT (default 7070);
+#                                          the first datagram starts the service, which takes the socket
+#                                          (LISTEN_FDS) and exits after SECONDS with no peer
+#   /etc/avahi/services/piconet-node.service  written by the node (0644 piconet:piconet): Avahi
+#                                          advertises the node from it while it is not running
 # Config JSON: only keys piconet-node and piconet-hub accept (they refuse unknown keys, so no
 # "schema" key; stage 50-flash-provision starts the real node on a provisioned config):
 # The keys are the binaries' long flag names (as README's config section promises):
@@ -26,6 +32,9 @@
 
 PICONET_SERVICE_TYPE=hr-sensor
 PICONET_USER=piconet
+PICONET_ON_DEMAND=${PICONET_ON_DEMAND:-}
+PICONET_ON_DEMAND_PORT=${PICONET_ON_DEMAND_PORT:-7070}
+PICONET_AVAHI_SERVICE=/etc/avahi/services/piconet-node.service
 
 # ELF constants (System V gABI / ARM ELF ABI): e_machine values and the ARM hard-float flag.
 ELF_EM_ARM=40 ELF_EM_X86_64=62 ELF_EM_AARCH64=183 ELF_EM_386=3 ELF_EM_RISCV=243
@@ -160,13 +169,16 @@ check_key() {
 # RELEASE_KEY: the minisign public key line a node takes updates signed with (release_key_line).
 render_config() {
   local role=$1 name=$2 board=$3 key=${4:-} iface=${5-wlan0} prefix=${6:-} release=${7:-}
+  local idle=''; [ "$role" = node ] && idle=$PICONET_ON_DEMAND
   jq -n --arg role "$role" --arg name "$name" --arg service "$PICONET_SERVICE_TYPE" \
-        --arg key "$key" --arg iface "$iface" --arg p "$prefix" --arg release "$release" --slurpfile b "$board" '
+        --arg key "$key" --arg iface "$iface" --arg p "$prefix" --arg release "$release" --slurpfile b "$board" \
+        --arg idle "$idle" --arg port "$PICONET_ON_DEMAND_PORT" --arg avahi "$PICONET_AVAHI_SERVICE" '
     {name: $name, role: $role, service: $service, board: $b[0].id, "gpio-chip": $b[0].gpioChip,
      "state-dir": ($p + "/var/lib/piconet"), "boards-dir": ($p + "/etc/piconet/boards")}
     + (if $iface == "" then {} else {interface: [$iface]} end)
     + (if $key == "" then {} else {"allow-list": ($key | ascii_downcase | split(","))} end)
-    + (if $release == "" then {} else {"update-key": $release} end)'
+    + (if $release == "" then {} else {"update-key": $release} end)
+    + (if $idle == "" then {} else {port: ($port | tonumber), "idle-exit": ($idle | tonumber), "avahi-service": $avahi} end)'
 }
 
 # start_command ROLE [PREFIX]: the command line that runs the binary on its config: the unit's
@@ -183,13 +195,21 @@ render_unit() {
     caps='CAP_NET_RAW CAP_NET_ADMIN'
     capnote="# Raw HCI and L2CAP sockets ($bt) need these; ambient so the binary keeps them without root."
   fi
+  # On demand: started by its socket (never at boot), with no start limit: a node that crashed
+  # must not leave the socket failed for good (systemd's service-start-limit-hit); Restart's
+  # 2 s pace the starts instead. It writes the Avahi file Avahi advertises it from.
+  local demand='' install='WantedBy=multi-user.target' limit='' writable=''
+  if [ "$role" = node ] && [ -n "$PICONET_ON_DEMAND" ]; then
+    demand=" on demand (piconet-node.socket)" install='Also=piconet-node.socket' limit=$'\nStartLimitIntervalSec=0'
+    writable=$'\n'"ReadWritePaths=$PICONET_AVAHI_SERVICE"
+  fi
   cat <<EOF
 # Written by Piconet's scripts/flash-sd or scripts/provision; rewritten on every run.
 [Unit]
-Description=Piconet $role ($(jq -r .id "$board"))
+Description=Piconet $role ($(jq -r .id "$board"))$demand
 Documentation=https://github.com/piconet/piconet
 Wants=network-online.target
-After=network-online.target${bt:+ bluetooth.target}
+After=network-online.target${bt:+ bluetooth.target}$limit
 
 [Service]
 Type=simple
@@ -205,14 +225,33 @@ ProtectSystem=strict
 ProtectHome=yes
 PrivateTmp=yes
 StateDirectory=piconet
-StateDirectoryMode=0750
+StateDirectoryMode=0750$writable
 Environment=PICONET_BOARDS=/etc/piconet/boards
 ExecStart=$(start_command "$role")
 Restart=on-failure
 RestartSec=2
 
 [Install]
-WantedBy=multi-user.target
+$install
+EOF
+}
+
+# render_socket_unit BOARD_FILE: piconet-node.socket on stdout (PICONET_ON_DEMAND set).
+render_socket_unit() {
+  cat <<EOF
+# Written by Piconet's scripts/provision --on-demand; rewritten on every run.
+[Unit]
+Description=Piconet node ($(jq -r .id "$1")): the first datagram starts piconet-node.service
+Documentation=https://github.com/piconet/piconet
+
+[Socket]
+ListenDatagram=0.0.0.0:$PICONET_ON_DEMAND_PORT
+ReceiveBuffer=1M
+# One node for every peer (Accept=no): a burst while it is down starts it once, and while it
+# runs systemd does not look at the socket; the node drops what it does not admit, and counts it.
+
+[Install]
+WantedBy=sockets.target
 EOF
 }
 
@@ -324,6 +363,10 @@ stage_board_files() {
   install -m 0644 "$board" "$dir/etc/piconet/boards/$id.json"
   render_unit "$role" "$board" >"$dir/etc/systemd/system/piconet-$role.service"
   chmod 0644 "$dir/etc/piconet/$role.json" "$dir/etc/systemd/system/piconet-$role.service"
+  if [ "$role" = node ] && [ -n "$PICONET_ON_DEMAND" ]; then
+    render_socket_unit "$board" >"$dir/etc/systemd/system/piconet-node.socket"
+    chmod 0644 "$dir/etc/systemd/system/piconet-node.socket"
+  fi
 }
 
 # board_file_modes ROLE ID: "path mode" for every staged file, for installing and verifying.
@@ -331,6 +374,7 @@ board_file_modes() {
   printf '%s\n' "usr/local/bin/piconet-$1 0755" "etc/piconet/$1.json 0644" \
     "etc/piconet/board.json 0644" "etc/piconet/boards/$2.json 0644" \
     "etc/systemd/system/piconet-$1.service 0644"
+  if [ "$1" = node ] && [ -n "$PICONET_ON_DEMAND" ]; then echo "etc/systemd/system/piconet-node.socket 0644"; fi
 }
 
 # browse_claims: reads `piconet browse --json` output (one {"event":"found","name":..,"info":{..}}
